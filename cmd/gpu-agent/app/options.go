@@ -1,0 +1,114 @@
+// Package app is the gpu-agent command: its flags (Options), their checks
+// (Validate), the resolved Config, and Run.
+package app
+
+import (
+	goflag "flag"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
+)
+
+// Options are the gpu-agent's flags.
+type Options struct {
+	ListenAddress        string
+	Interval             time.Duration
+	PodResourcesSocket   string
+	PodResourcesTimeout  time.Duration
+	ResourceNames        []string
+	NVMLLibraryPath      string
+	NVMLMaxRetryInterval time.Duration
+	TestingFakeNVML      string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		ListenAddress:        ":9410",
+		Interval:             5 * time.Second,
+		PodResourcesSocket:   podresources.DefaultSocket,
+		PodResourcesTimeout:  5 * time.Second,
+		ResourceNames:        []string{"nvidia.com/gpu"},
+		NVMLMaxRetryInterval: 5 * time.Minute,
+	}
+}
+
+// FlagSet returns the agent's flags bound to o, with klog's -v and -vmodule.
+func (o *Options) FlagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("gpu-agent", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress,
+		"Address to serve /metrics and /healthz on.")
+	fs.DurationVar(&o.Interval, "interval", o.Interval,
+		"Time between collections (NVML read and pod-resources List); also the window of the GPM SM activity. 1s to 5m.")
+	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket,
+		"Unix socket of the kubelet pod-resources API.")
+	fs.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout,
+		"Timeout of one pod-resources List call.")
+	fs.StringSliceVar(&o.ResourceNames, "resource-names", o.ResourceNames,
+		"Extended resources whose device IDs are GPU or MIG UUIDs; an entry ending in * matches by prefix (e.g. nvidia.com/mig-*).")
+	fs.StringVar(&o.NVMLLibraryPath, "nvml-library-path", o.NVMLLibraryPath,
+		"Path of libnvidia-ml.so.1 to load; empty means the dynamic loader's search path.")
+	fs.DurationVar(&o.NVMLMaxRetryInterval, "nvml-max-retry-interval", o.NVMLMaxRetryInterval,
+		"Longest wait between NVML retries after it fails (no library, no driver, no GPUs); the wait starts at --interval and doubles.")
+	fs.StringVar(&o.TestingFakeNVML, "testing-fake-nvml", o.TestingFakeNVML,
+		"FOR TESTING ONLY: serve a fake NVML backend instead of the real library, one of "+strings.Join(nvml.FakeProfiles(), ", ")+". The page labels it backend=\"testing-fake-nvml/<profile>\".")
+
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlag(klogFlags.Lookup("v"))
+	fs.AddGoFlag(klogFlags.Lookup("vmodule"))
+	return fs
+}
+
+// Validate checks the options, each error naming its flag.
+func (o *Options) Validate() error {
+	var errs []string
+	if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
+		errs = append(errs, fmt.Sprintf("--listen-address %q: %v", o.ListenAddress, err))
+	}
+	if o.Interval < time.Second || o.Interval > 5*time.Minute {
+		errs = append(errs, fmt.Sprintf("--interval %s: must be between 1s and 5m", o.Interval))
+	}
+	if !filepath.IsAbs(o.PodResourcesSocket) {
+		errs = append(errs, fmt.Sprintf("--pod-resources-socket %q: must be an absolute path", o.PodResourcesSocket))
+	}
+	if o.PodResourcesTimeout <= 0 || o.PodResourcesTimeout > time.Minute {
+		errs = append(errs, fmt.Sprintf("--pod-resources-timeout %s: must be above 0 and at most 1m", o.PodResourcesTimeout))
+	}
+	if len(o.ResourceNames) == 0 {
+		errs = append(errs, "--resource-names: at least one resource is needed")
+	}
+	for _, r := range o.ResourceNames {
+		if r == "" || r == "*" || strings.Contains(strings.TrimSuffix(r, "*"), "*") {
+			errs = append(errs, fmt.Sprintf("--resource-names %q: want a resource name, optionally ending in *", r))
+		}
+	}
+	if o.NVMLMaxRetryInterval < o.Interval {
+		errs = append(errs, fmt.Sprintf("--nvml-max-retry-interval %s: must be at least --interval (%s)", o.NVMLMaxRetryInterval, o.Interval))
+	}
+	if o.TestingFakeNVML != "" {
+		known := false
+		for _, p := range nvml.FakeProfiles() {
+			known = known || p == o.TestingFakeNVML
+		}
+		if !known {
+			errs = append(errs, fmt.Sprintf("--testing-fake-nvml %q: want one of %s", o.TestingFakeNVML, strings.Join(nvml.FakeProfiles(), ", ")))
+		}
+		if o.NVMLLibraryPath != "" {
+			errs = append(errs, "--testing-fake-nvml and --nvml-library-path exclude each other")
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid flags:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return nil
+}

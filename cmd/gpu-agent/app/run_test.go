@@ -1,0 +1,227 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+)
+
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+// The agent run in-process on the fake H100 backend, with a real
+// pod-resources server: its page, parsed by pkg/agentpage, shows the pod's
+// GPUs fully busy.
+func TestRunFakeBackend(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "kubelet.sock")
+	srv, err := podresourcestest.Start(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetPods(podresourcestest.Pod("default", "vllm-0", "server", "nvidia.com/gpu",
+		nvml.FakeUUID("h100-busy", 0), nvml.FakeUUID("h100-busy", 1)))
+
+	o := NewOptions()
+	o.ListenAddress = "127.0.0.1:0"
+	o.Interval = time.Second
+	o.PodResourcesSocket = sock
+	o.TestingFakeNVML = "h100-busy"
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return within 10s of cancel")
+		}
+	}()
+
+	base := "http://" + cfg.Listener.Addr().String()
+	var p agentpage.Parser
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		// SM activity needs two collections, an interval apart.
+		_, page := get(t, base+"/metrics")
+		pods, err := p.Parse(page)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, page)
+		}
+		if len(pods) == 1 && pods[0].Has.Has(signals.GPUSMActive) {
+			got := pods[0]
+			if got.Namespace != "default" || got.Pod != "vllm-0" || got.GPUs != 2 {
+				t.Errorf("pod %+v", got)
+			}
+			for s, want := range map[signals.Signal]float64{signals.GPUUtilization: 1, signals.GPUSMActive: 0.38, signals.GPUMemoryUsedBytes: 2 * 72 << 30} {
+				if v, ok := got.Value(s); !ok || v != want {
+					t.Errorf("%s = %v (%v), want %v", s, v, ok, want)
+				}
+			}
+			if st := p.Status(); st != (agentpage.Status{Up: true, Reason: "ok", Backend: "testing-fake-nvml/h100-busy"}) {
+				t.Errorf("status %+v", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no SM activity for the pod within 15s; last page:\n%s", page)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body := get(t, base+"/healthz"); code != 200 {
+		t.Errorf("/healthz %d %s", code, body)
+	}
+}
+
+// TestMain runs the command itself (Main, as cmd/gpu-agent does) when the
+// test binary is started with GPU_AGENT_RUN_MAIN=1, so a test can run the
+// agent as a separate process without building it.
+func TestMain(m *testing.M) {
+	if os.Getenv("GPU_AGENT_RUN_MAIN") == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// The agent as a process on a machine without libnvidia-ml: it says so in
+// its log and on its page (gpu_agent_up 0, reason library_not_found), keeps
+// serving, stays healthy, and exits 0 on SIGTERM.
+func TestProcessWithoutNVML(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0],
+		"--listen-address=127.0.0.1:0",
+		"--interval=1s",
+		"--nvml-library-path="+filepath.Join(dir, "libnvidia-ml.so.1"),
+		"--pod-resources-socket="+filepath.Join(dir, "no-kubelet.sock"),
+	)
+	cmd.Env = append(os.Environ(), "GPU_AGENT_RUN_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // the test stopped reading
+			}
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	var addr string
+	sawNVMLError := false
+	addrRE := regexp.MustCompile(`"Serving" address="([^"]+)"`)
+	timeout := time.After(15 * time.Second)
+	for addr == "" || !sawNVMLError {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("agent exited early")
+			}
+			t.Log(l)
+			if m := addrRE.FindStringSubmatch(l); m != nil {
+				addr = m[1]
+			}
+			if strings.Contains(l, "Cannot read GPUs") && strings.Contains(l, `reason="library_not_found"`) {
+				sawNVMLError = true
+			}
+		case <-timeout:
+			t.Fatalf("no Serving address and NVML error in the log within 15s (addr %q)", addr)
+		}
+	}
+
+	// Still serving after several retries.
+	time.Sleep(1500 * time.Millisecond)
+	code, page := get(t, "http://"+addr+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics %d", code)
+	}
+	var p agentpage.Parser
+	if _, err := p.Parse(page); err != nil {
+		t.Fatalf("%v\n%s", err, page)
+	}
+	if diff := cmp.Diff(agentpage.Status{Up: false, Reason: "library_not_found", Backend: "nvml"}, p.Status()); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(page)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := fams["gpu_agent_pod_resources_up"].GetMetric()[0].GetGauge().GetValue(); v != 0 {
+		t.Errorf("pod_resources_up %v without a kubelet", v)
+	}
+	if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
+		t.Errorf("/healthz %d", code)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range lines { // drain so the reader goroutine can finish
+		}
+	}()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no exit within 10s of SIGTERM")
+	}
+}

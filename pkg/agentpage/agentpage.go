@@ -1,0 +1,349 @@
+// Package agentpage parses the gpu-agent's /metrics page (the contract in
+// docs/gpu-agent.md) into per-pod GPU signals for the adapter: per pod, the
+// number of GPUs, the mean utilization and mean SM activity over its GPUs,
+// and the memory used summed over them. A value no GPU of the pod reported is
+// absent, never 0. The parser is a targeted line scanner: it reads only the
+// series it needs and, in steady state, allocates nothing.
+package agentpage
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+)
+
+// The series read from the page (see docs/gpu-agent.md).
+const (
+	metricUp      = "gpu_agent_up"
+	metricUtil    = "gpu_agent_gpu_utilization_ratio"
+	metricSM      = "gpu_agent_gpu_sm_active_ratio"
+	metricMemUsed = "gpu_agent_gpu_memory_used_bytes"
+	metricPodGPUs = "gpu_agent_pod_gpus"
+)
+
+// ErrNotAgentPage is returned for a page without a gpu_agent_up series.
+var ErrNotAgentPage = errors.New("not a gpu-agent page: no gpu_agent_up series")
+
+// PodGPU is what the agent's page says about one pod's GPUs. GPUs is the
+// number of GPUs (or MIG devices) the kubelet allocated to the pod. Values
+// holds the GPU signals (signals.GPUUtilization, signals.GPUSMActive,
+// signals.GPUMemoryUsedBytes) that Has says are present.
+type PodGPU struct {
+	Namespace string
+	Pod       string
+	GPUs      int
+	Values    [signals.Count]float64
+	Has       signals.Set
+}
+
+// Value returns the value of s and whether the page had it for the pod.
+func (p *PodGPU) Value(s signals.Signal) (float64, bool) {
+	if s >= signals.Count || !p.Has.Has(s) {
+		return 0, false
+	}
+	return p.Values[s], true
+}
+
+// Status is what the page says about the agent itself.
+type Status struct {
+	// Up is gpu_agent_up: whether the agent's last GPU read succeeded.
+	Up bool
+	// Reason is the reason label: "ok", "library_not_found", ...
+	Reason string
+	// Backend is "nvml", or "testing-fake-nvml/<profile>" for a fake.
+	Backend string
+}
+
+// Parse parses one page with a new Parser.
+func Parse(page []byte) ([]PodGPU, error) {
+	var p Parser
+	return p.Parse(page)
+}
+
+// Parser parses agent pages, reusing its memory from call to call. The
+// zero value is ready to use; a Parser is not safe for concurrent use.
+type Parser struct {
+	out    []PodGPU
+	acc    []podAcc
+	seen   []seenGPU
+	status Status
+	intern []string
+	labels [5][]byte
+	unesc  []byte
+}
+
+// podAcc accumulates the values of one pod.
+type podAcc struct {
+	sum      [signals.Count]float64
+	n        [signals.Count]int
+	gpus     int
+	hasGPUs  bool
+	distinct int
+}
+
+// seenGPU records that a GPU's series for a pod and signal was counted, so a
+// GPU shared by two containers of the pod counts once.
+type seenGPU struct {
+	pod    int
+	signal signals.Signal
+	uuid   []byte
+}
+
+// Status returns what the last parsed page said about the agent.
+func (p *Parser) Status() Status { return p.status }
+
+// Parse parses page and returns one PodGPU per pod the page names, sorted by
+// namespace and pod. The returned slice is owned by the Parser and valid
+// until its next call; copy what you keep. A malformed line of one of the
+// series it reads fails the whole page with an error naming the line.
+func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
+	p.out, p.acc, p.seen, p.unesc = p.out[:0], p.acc[:0], p.seen[:0], p.unesc[:0]
+	p.status = Status{}
+	sawUp := false
+	for lineNo := 1; len(page) > 0; lineNo++ {
+		var line []byte
+		if i := bytes.IndexByte(page, '\n'); i >= 0 {
+			line, page = page[:i], page[i+1:]
+		} else {
+			line, page = page, nil
+		}
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		name := line
+		if i := bytes.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		const (
+			up = iota
+			podGPUs
+			gpuSignal
+		)
+		var kind int
+		var sig signals.Signal
+		switch string(name) {
+		case metricUp:
+			kind = up
+		case metricPodGPUs:
+			kind = podGPUs
+		case metricUtil:
+			kind, sig = gpuSignal, signals.GPUUtilization
+		case metricSM:
+			kind, sig = gpuSignal, signals.GPUSMActive
+		case metricMemUsed:
+			kind, sig = gpuSignal, signals.GPUMemoryUsedBytes
+		default:
+			continue
+		}
+		v, err := p.scan(line[len(name):])
+		if err != nil {
+			return nil, fmt.Errorf("agent page line %d (%s): %w", lineNo, name, err)
+		}
+		ns, pod, uuid := p.labels[0], p.labels[1], p.labels[2]
+		switch kind {
+		case up:
+			sawUp = true
+			p.status = Status{Up: v == 1, Reason: p.str(p.labels[4]), Backend: p.str(p.labels[3])}
+		case podGPUs:
+			if len(pod) == 0 {
+				continue
+			}
+			if v < 0 || v != math.Trunc(v) || v > math.MaxInt32 {
+				return nil, fmt.Errorf("agent page line %d (%s): GPU count %v is not a count", lineNo, name, v)
+			}
+			i := p.pod(ns, pod)
+			p.acc[i].gpus, p.acc[i].hasGPUs = int(v), true
+		default:
+			if len(pod) == 0 || math.IsNaN(v) {
+				continue // a GPU no pod holds, or no value
+			}
+			if v < 0 || sig != signals.GPUMemoryUsedBytes && v > 1 {
+				return nil, fmt.Errorf("agent page line %d (%s): value %v out of range", lineNo, name, v)
+			}
+			i := p.pod(ns, pod)
+			if p.counted(i, sig, uuid) {
+				continue
+			}
+			a := &p.acc[i]
+			a.sum[sig] += v
+			a.n[sig]++
+		}
+	}
+	if !sawUp {
+		return nil, ErrNotAgentPage
+	}
+	for i := range p.out {
+		o, a := &p.out[i], &p.acc[i]
+		o.GPUs = a.gpus
+		if !a.hasGPUs {
+			o.GPUs = a.distinct
+		}
+		for _, s := range [...]signals.Signal{signals.GPUUtilization, signals.GPUSMActive, signals.GPUMemoryUsedBytes} {
+			if a.n[s] == 0 {
+				continue
+			}
+			v := a.sum[s]
+			if s.Aggregation() == signals.Mean {
+				v /= float64(a.n[s])
+			}
+			o.Values[s] = v
+			o.Has = o.Has.Add(s)
+		}
+	}
+	slices.SortFunc(p.out, func(a, b PodGPU) int {
+		if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Pod, b.Pod)
+	})
+	return p.out, nil
+}
+
+// pod returns the index of the pod in p.out, adding it if new.
+func (p *Parser) pod(ns, pod []byte) int {
+	for i := range p.out {
+		if p.out[i].Pod == string(pod) && p.out[i].Namespace == string(ns) {
+			return i
+		}
+	}
+	p.out = append(p.out, PodGPU{Namespace: p.str(ns), Pod: p.str(pod)})
+	p.acc = append(p.acc, podAcc{})
+	return len(p.out) - 1
+}
+
+// counted reports whether the GPU's series for the pod and signal was
+// already counted, and records it if not.
+func (p *Parser) counted(pod int, sig signals.Signal, uuid []byte) bool {
+	newGPU := true
+	for _, s := range p.seen {
+		if s.pod == pod && bytes.Equal(s.uuid, uuid) {
+			if s.signal == sig {
+				return true
+			}
+			newGPU = false
+		}
+	}
+	if newGPU {
+		p.acc[pod].distinct++
+	}
+	p.seen = append(p.seen, seenGPU{pod: pod, signal: sig, uuid: uuid})
+	return false
+}
+
+// str returns b as a string, reusing a string from earlier pages when one is
+// equal, so steady-state parsing does not allocate.
+func (p *Parser) str(b []byte) string {
+	for _, s := range p.intern {
+		if s == string(b) {
+			return s
+		}
+	}
+	if len(p.intern) >= 4096 {
+		p.intern = p.intern[:0]
+	}
+	s := string(b)
+	p.intern = append(p.intern, s)
+	return s
+}
+
+// The labels scan keeps, by position in Parser.labels.
+var wantedLabels = [...]string{"namespace", "pod", "gpu_uuid", "backend", "reason"}
+
+// scan reads `{labels} value [timestamp]` into p.labels and returns the value.
+// Label values stay slices of the page unless they hold escapes.
+func (p *Parser) scan(rest []byte) (float64, error) {
+	for i := range p.labels {
+		p.labels[i] = nil
+	}
+	if len(rest) > 0 && rest[0] == '{' {
+		rest = rest[1:]
+		for {
+			rest = bytes.TrimLeft(rest, " ")
+			if len(rest) > 0 && rest[0] == '}' {
+				rest = rest[1:]
+				break
+			}
+			eq := bytes.IndexByte(rest, '=')
+			if eq <= 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+				return 0, errors.New("malformed label")
+			}
+			lname := bytes.TrimSpace(rest[:eq])
+			val, n, err := p.quoted(rest[eq+2:])
+			if err != nil {
+				return 0, err
+			}
+			for i, w := range wantedLabels {
+				if string(lname) == w {
+					p.labels[i] = val
+				}
+			}
+			rest = bytes.TrimLeft(rest[eq+2+n:], " ")
+			if len(rest) > 0 && rest[0] == ',' {
+				rest = rest[1:]
+			} else if len(rest) == 0 || rest[0] != '}' {
+				return 0, errors.New("malformed label set")
+			}
+		}
+	}
+	rest = bytes.TrimLeft(rest, " \t")
+	if i := bytes.IndexAny(rest, " \t"); i >= 0 {
+		rest = rest[:i] // drop a timestamp
+	}
+	rest = bytes.TrimRight(rest, "\r")
+	if len(rest) == 0 {
+		return 0, errors.New("no value")
+	}
+	v, err := strconv.ParseFloat(string(rest), 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad value %q", rest)
+	}
+	return v, nil
+}
+
+// quoted reads a label value up to its closing quote and returns it
+// unescaped and the number of bytes consumed, the quote included.
+func (p *Parser) quoted(b []byte) ([]byte, int, error) {
+	end := -1
+	escaped := false
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' {
+			escaped = true
+			i++
+			continue
+		}
+		if b[i] == '"' {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return nil, 0, errors.New("unterminated label value")
+	}
+	if !escaped {
+		return b[:end], end + 1, nil
+	}
+	start := len(p.unesc)
+	for i := 0; i < end; i++ {
+		c := b[i]
+		if c == '\\' && i+1 < end {
+			i++
+			switch b[i] {
+			case 'n':
+				c = '\n'
+			default:
+				c = b[i]
+			}
+		}
+		p.unesc = append(p.unesc, c)
+	}
+	// p.unesc may move when it grows; earlier unescaped labels of this page
+	// keep pointing into the old array, which stays valid, and the capped
+	// capacity keeps later appends from writing over them.
+	return p.unesc[start:len(p.unesc):len(p.unesc)], end + 1, nil
+}

@@ -1,0 +1,146 @@
+// Package options holds the adapter's command-line options: their defaults,
+// their flags, their validation, and their translation into a server.Config.
+package options
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
+)
+
+// Options are the adapter's settings, as set by flags.
+type Options struct {
+	// Adapter carries the aggregated API server flags of
+	// custom-metrics-apiserver: secure serving, delegated authn/authz, audit.
+	Adapter *basecmd.AdapterBase
+
+	Kubeconfig         string
+	ScrapeInterval     time.Duration
+	ScrapeTimeout      time.Duration
+	MaxAge             time.Duration
+	MaxBodySize        int64
+	ScrapeConcurrency  int
+	Namespaces         []string
+	DemandTTL          time.Duration
+	FirstScrapeTimeout time.Duration
+	GPUAgentSelector   string
+	GPUAgentNamespace  string
+	EnableExternal     bool
+}
+
+// NewOptions returns options holding the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Adapter:            &basecmd.AdapterBase{Name: "inference-metrics-adapter"},
+		ScrapeInterval:     5 * time.Second,
+		ScrapeTimeout:      3 * time.Second,
+		MaxAge:             15 * time.Second,
+		MaxBodySize:        16 << 20,
+		ScrapeConcurrency:  64,
+		DemandTTL:          10 * time.Minute,
+		FirstScrapeTimeout: 2 * time.Second,
+		GPUAgentSelector:   "app.kubernetes.io/name=inference-metrics-adapter-gpu-agent",
+	}
+}
+
+// AddFlags registers the adapter's own flags and the API server's flags on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig for reading pods and workloads. Empty means in-cluster configuration. Same as --lister-kubeconfig.")
+	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often each target pod's /metrics page is scraped.")
+	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Time limit for one scrape of one pod. Must not exceed --scrape-interval.")
+	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "A pod whose last good scrape is older than this is left out of answers. Must be at least --scrape-interval.")
+	fs.Int64Var(&o.MaxBodySize, "max-body-size", o.MaxBodySize, "Largest /metrics page accepted, in bytes (after decompression). Larger pages fail with reason body_too_large.")
+	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most scrapes in flight at once, over all targets.")
+	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
+	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question.")
+	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
+	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
+	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods. Empty means any namespace.")
+	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
+	o.Adapter.FlagSet = fs
+	o.Adapter.InstallFlags()
+}
+
+// Validate reports every invalid or contradictory setting at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.ScrapeInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--scrape-interval must be positive, got %s", o.ScrapeInterval))
+	}
+	if o.ScrapeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--scrape-timeout must be positive, got %s", o.ScrapeTimeout))
+	}
+	if o.ScrapeInterval > 0 && o.ScrapeTimeout > o.ScrapeInterval {
+		errs = append(errs, fmt.Errorf("--scrape-timeout (%s) must not exceed --scrape-interval (%s)", o.ScrapeTimeout, o.ScrapeInterval))
+	}
+	if o.MaxAge < o.ScrapeInterval {
+		errs = append(errs, fmt.Errorf("--max-age (%s) must be at least --scrape-interval (%s), or every value would be stale between scrapes", o.MaxAge, o.ScrapeInterval))
+	}
+	if o.MaxBodySize < 1024 {
+		errs = append(errs, fmt.Errorf("--max-body-size must be at least 1024 bytes, got %d", o.MaxBodySize))
+	}
+	if o.ScrapeConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--scrape-concurrency must be at least 1, got %d", o.ScrapeConcurrency))
+	}
+	if o.DemandTTL < o.ScrapeInterval {
+		errs = append(errs, fmt.Errorf("--demand-ttl (%s) must be at least --scrape-interval (%s)", o.DemandTTL, o.ScrapeInterval))
+	}
+	if o.FirstScrapeTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--first-scrape-timeout must not be negative, got %s", o.FirstScrapeTimeout))
+	}
+	for _, ns := range o.Namespaces {
+		if strings.TrimSpace(ns) == "" {
+			errs = append(errs, fmt.Errorf("--namespaces has an empty entry"))
+		}
+	}
+	if _, err := labels.Parse(o.GPUAgentSelector); err != nil {
+		errs = append(errs, fmt.Errorf("--gpu-agent-selector: %w", err))
+	}
+	if o.Adapter.RemoteKubeConfigFile != "" && o.Kubeconfig != "" && o.Adapter.RemoteKubeConfigFile != o.Kubeconfig {
+		errs = append(errs, fmt.Errorf("--kubeconfig and --lister-kubeconfig name different files; set one"))
+	}
+	if errList := o.Adapter.CustomMetricsAdapterServerOptions.Validate(); len(errList) > 0 {
+		errs = append(errs, errList...)
+	}
+	return errors.Join(errs...)
+}
+
+// Config turns validated options into the server's configuration.
+func (o *Options) Config() (*server.Config, error) {
+	if o.Kubeconfig != "" {
+		o.Adapter.RemoteKubeConfigFile = o.Kubeconfig
+	}
+	var agentSel labels.Selector
+	if o.GPUAgentSelector != "" {
+		sel, err := labels.Parse(o.GPUAgentSelector)
+		if err != nil {
+			return nil, fmt.Errorf("--gpu-agent-selector: %w", err)
+		}
+		agentSel = sel
+	}
+	return &server.Config{
+		Adapter: o.Adapter,
+		Scrape: scrape.Config{
+			Interval:    o.ScrapeInterval,
+			Timeout:     o.ScrapeTimeout,
+			MaxBodySize: o.MaxBodySize,
+			Concurrency: o.ScrapeConcurrency,
+			Jitter:      1,
+		},
+		MaxAge:             o.MaxAge,
+		Namespaces:         o.Namespaces,
+		DemandTTL:          o.DemandTTL,
+		FirstScrapeTimeout: o.FirstScrapeTimeout,
+		GPUAgentSelector:   agentSel,
+		GPUAgentNamespace:  o.GPUAgentNamespace,
+		EnableExternal:     o.EnableExternal,
+	}, nil
+}

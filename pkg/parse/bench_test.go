@@ -1,0 +1,61 @@
+package parse
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// BenchmarkParse compares, per fixture and in one run, this Parser with
+// expfmt's TextParser (what most exporters and adapters use) and with
+// bytes.Count of newlines over the page (a floor: one pass, no work).
+// Pages lacking a final newline get one, as a live server would send.
+func BenchmarkParse(b *testing.B) {
+	for _, name := range fixtures {
+		page := readFixture(b, name)
+		if !bytes.HasSuffix(page, []byte{'\n'}) {
+			page = append(page, '\n')
+		}
+		b.Run(name+"/parser", func(b *testing.B) {
+			p := NewParser()
+			if _, err := p.Parse(page); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Parse(page); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/expfmt", func(b *testing.B) {
+			tp := expfmt.NewTextParser(model.UTF8Validation)
+			r := bytes.NewReader(page)
+			if _, err := tp.TextToMetricFamilies(r); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reset(page)
+				if _, err := tp.TextToMetricFamilies(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/floor", func(b *testing.B) {
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				n += bytes.Count(page, []byte{'\n'})
+			}
+			if n == 0 {
+				b.Fatal("no lines")
+			}
+		})
+	}
+}

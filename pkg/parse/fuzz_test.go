@@ -1,0 +1,246 @@
+package parse
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+)
+
+func FuzzParse(f *testing.F) {
+	// Large seeds slow the fuzzer to a crawl (expfmt takes milliseconds on
+	// them), so fixtures over 16 KB seed with their first 16 KB of lines.
+	for _, name := range fixtures {
+		page := readFixture(f, name)
+		if len(page) > 16<<10 {
+			page = page[:bytes.LastIndexByte(page[:16<<10], '\n')+1]
+		}
+		f.Add(page)
+	}
+	for _, s := range []string{
+		"",
+		"tgi_queue_size 3",
+		"tgi_queue_size 3 1700000000000\r\ntgi_batch_current_size NaN\r\n# EOF\n",
+		`vllm:num_requests_running{engine="0}",model_name="x,}y",other="\"}"} 5`,
+		`sglang:num_queue_reqs{model_name="a\\b\nc"} 2` + "\nsglang:token_usage{model_name=\"a\\\\b\\nc\"} +Inf\n",
+		"vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} NaN\nvllm:gpu_cache_usage_perc{model_name=\"m\"} 0.5\n",
+		"vllm:num_requests_waiting_by_reason{reason=\"x\"} 9\n  vllm:num_requests_waiting{model_name=\"m\"} 1\n",
+		"nv_trt_llm_request_metrics{model=\"t\",request_type=\"active\"} 4\nnv_trt_llm_request_metrics{model=\"t\",request_type=\"max\"} 8\n",
+		"jetstream_slots_used_percentage{idx=\"0\"} 0.5\njetstream_prefill_backlog_size 2\n",
+		"trtllm_num_requests_waiting{model_name=\"q\"} 1\ntrtllm_kv_cache_utilization{model_name=\"q\"} 0.3\n",
+		"<html>502</html>",
+		"tgi_queue_size 1\nab\x00",
+		"vllm:num_requests_running{model_name=\"m} 1\n",
+	} {
+		f.Add([]byte(s))
+	}
+	other := readFixture(f, "vllm-v1.prom")
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := NewParser()
+		got, err := p.Parse(data)
+		var first Page
+		if err == nil {
+			first = clonePage(got)
+			checkPage(t, data, first)
+		}
+
+		// Deterministic, and independent of what the parser parsed before.
+		if _, err := p.Parse(other); err != nil {
+			t.Fatalf("fixture: %v", err)
+		}
+		again, err2 := p.Parse(data)
+		if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+			t.Fatalf("errors differ between runs: %v / %v", err, err2)
+		}
+		if err != nil {
+			return
+		}
+		if d := diffPage(first, *again); d != "" {
+			t.Fatalf("second run differs (-first +second):\n%s", d)
+		}
+
+		// Each server's answer agrees with expfmt, where expfmt reads the page.
+		checkAgainstExpfmt(t, data)
+
+		// Parsing as the detected server gives the same answer.
+		if first.Server != Unknown {
+			as, err := NewParser().ParseAs(data, first.Server)
+			if err != nil {
+				t.Fatalf("ParseAs(%s): %v, but Parse succeeded", first.Server, err)
+			}
+			if d := diffPage(first, *as); d != "" {
+				t.Fatalf("ParseAs(%s) differs from Parse (-Parse +ParseAs):\n%s", first.Server, d)
+			}
+		}
+	})
+}
+
+// checkPage asserts what holds for any successfully parsed page.
+func checkPage(t *testing.T, data []byte, pg Page) {
+	t.Helper()
+	if pg.Server == Unknown && len(pg.Models) > 0 {
+		t.Fatalf("Unknown server with %d models", len(pg.Models))
+	}
+	numbers := pageNumbers(data)
+	names := map[string]bool{}
+	for _, mod := range pg.Models {
+		if names[mod.Name] {
+			t.Fatalf("model %q twice", mod.Name)
+		}
+		names[mod.Name] = true
+		if mod.Has == 0 {
+			t.Fatalf("model %q without signals", mod.Name)
+		}
+		for _, s := range []signals.Signal{sQ, sB, sKV, sFill} {
+			v, ok := mod.Value(s)
+			if !ok && mod.Values[s] != 0 {
+				t.Fatalf("model %q: absent %s holds %v", mod.Name, s, mod.Values[s])
+			}
+			// Only sums (queue, batch) may overflow to ±Inf; nothing is NaN.
+			if ok && (math.IsNaN(v) || math.IsInf(v, 0) && (s == sKV || s == sFill)) {
+				t.Fatalf("model %q: %s = %v", mod.Name, s, v)
+			}
+		}
+		// KV is a max, so it is one of the numbers the page said.
+		if v, ok := mod.Value(sKV); ok && !numbers[v] {
+			t.Fatalf("model %q KV %v is not a number on the page", mod.Name, v)
+		}
+		if v, ok := mod.Value(sFill); ok && pg.Server != TritonTRTLLM && !numbers[v] {
+			t.Fatalf("model %q batch fill %v is not a number on the page", mod.Name, v)
+		}
+		if pg.Server == TGI && (mod.Has.Has(sKV) || mod.Has.Has(sFill) || mod.Name != "") {
+			t.Fatalf("TGI model %+v has KV, fill or a name", mod)
+		}
+	}
+}
+
+// pageNumbers returns every number written on the page as a token.
+func pageNumbers(data []byte) map[float64]bool {
+	out := map[float64]bool{}
+	for _, tok := range bytes.FieldsFunc(data, func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '}'
+	}) {
+		if v, err := strconv.ParseFloat(string(tok), 64); err == nil {
+			out[v] = true
+		}
+	}
+	return out
+}
+
+// checkAgainstExpfmt compares ParseAs for every server with the same
+// aggregation done over expfmt's reading of the page, when expfmt reads it
+// and the page is in the common subset of both (no "# EOF", no NUL bytes,
+// wanted families typed gauge, counter or untyped).
+func checkAgainstExpfmt(t *testing.T, data []byte) {
+	t.Helper()
+	if bytes.IndexByte(data, 0) >= 0 || bytes.Contains(data, []byte("# EOF")) {
+		return
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := tp.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		return
+	}
+	for s := VLLMV1; int(s) < len(dialects); s++ {
+		want, ok := referencePage(fams, s)
+		if !ok {
+			continue
+		}
+		got, err := NewParser().ParseAs(data, s)
+		if err != nil {
+			t.Fatalf("ParseAs(%s): %v, but expfmt read the page", s, err)
+		}
+		byName := cmpopts.SortSlices(func(a, b Model) bool { return a.Name < b.Name })
+		if d := cmp.Diff(want, *got, cmpopts.EquateEmpty(), byName, cmpopts.EquateNaNs()); d != "" {
+			t.Fatalf("ParseAs(%s) differs from expfmt (-expfmt +ours):\n%s", s, d)
+		}
+	}
+}
+
+// referencePage aggregates server s's wanted series from expfmt's families
+// the way DESIGN.md says; ok is false outside the common subset.
+func referencePage(fams map[string]*dto.MetricFamily, s Server) (Page, bool) {
+	d := dialects[s]
+	var accs []*accum
+	count := 0
+	for _, se := range d.series {
+		fam := fams[se.name]
+		if fam == nil {
+			continue
+		}
+		switch fam.GetType() {
+		case dto.MetricType_GAUGE, dto.MetricType_COUNTER, dto.MetricType_UNTYPED:
+		default:
+			return Page{}, false
+		}
+		for _, met := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range met.GetLabel() {
+				if _, dup := labels[lp.GetName()]; dup {
+					return Page{}, false // which one wins is not specified
+				}
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if se.filterKey != "" && labels[se.filterKey] != se.filterValue {
+				continue
+			}
+			var v float64
+			switch {
+			case met.Gauge != nil:
+				v = met.GetGauge().GetValue()
+			case met.Counter != nil:
+				v = met.GetCounter().GetValue()
+			default:
+				v = met.GetUntyped().GetValue()
+			}
+			count++
+			var a *accum
+			name := ""
+			if d.modelLabel != "" {
+				name = labels[d.modelLabel]
+			}
+			for _, x := range accs {
+				if x.name == name {
+					a = x
+				}
+			}
+			if a == nil {
+				a = &accum{server: s, name: name}
+				accs = append(accs, a)
+			}
+			bit := uint8(1) << se.role
+			a.seen |= bit
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			if a.has&bit == 0 {
+				a.vals[se.role] = v
+			} else if roleAgg[se.role] == signals.Sum {
+				a.vals[se.role] += v
+			} else {
+				a.vals[se.role] = math.Max(a.vals[se.role], v)
+			}
+			a.has |= bit
+		}
+	}
+	var pg Page
+	if count == 0 {
+		return pg, true
+	}
+	pg.Server = s
+	for _, a := range accs {
+		if mod := a.model(); mod.Has != 0 {
+			pg.Models = append(pg.Models, mod)
+		}
+	}
+	return pg, true
+}

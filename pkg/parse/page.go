@@ -1,0 +1,75 @@
+package parse
+
+import "github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+
+// Server identifies whose metric names a page used.
+type Server uint8
+
+// Known servers. Unknown means "detect from the page" when passed to ParseAs,
+// and "no known series found" in a Page.
+const (
+	Unknown Server = iota
+	VLLMV1
+	VLLMV0
+	TGI
+	SGLang
+	TRTLLMServe
+	TritonTRTLLM
+	JetStream
+)
+
+var serverNames = [...]string{
+	Unknown:      "unknown",
+	VLLMV1:       "vllm-v1",
+	VLLMV0:       "vllm-v0",
+	TGI:          "tgi",
+	SGLang:       "sglang",
+	TRTLLMServe:  "trtllm-serve",
+	TritonTRTLLM: "triton-trtllm",
+	JetStream:    "jetstream",
+}
+
+// String returns the server's flag/annotation spelling, e.g. "vllm-v1".
+func (s Server) String() string {
+	if int(s) < len(serverNames) {
+		return serverNames[s]
+	}
+	return "unknown"
+}
+
+// ServerByName parses the spelling String returns.
+func ServerByName(name string) (Server, bool) {
+	for i, n := range serverNames {
+		if n == name {
+			return Server(i), true
+		}
+	}
+	return Unknown, false
+}
+
+// Model holds the serving signals one page reported for one model. Name is
+// the value of the model label (vLLM/SGLang `model_name`, Triton `model`), or
+// "" for series without one. Values are already aggregated over the page's
+// series for that model: queue and batch summed over `engine`, KV usage and
+// batch fill maxed over `engine`/`pid`.
+type Model struct {
+	Name   string
+	Values [signals.NumServing]float64
+	Has    signals.Set
+}
+
+// Value returns the value of s and whether the page had it.
+func (m *Model) Value(s signals.Signal) (float64, bool) {
+	if !m.Has.Has(s) || int(s) >= signals.NumServing {
+		return 0, false
+	}
+	return m.Values[s], true
+}
+
+// Page is what one parsed page said. A Page returned by a Parser is owned by
+// that Parser and valid until its next call; copy what you keep.
+type Page struct {
+	Server Server
+	// Models has one entry per distinct model label value, in first-seen order.
+	Models []Model
+}

@@ -1,0 +1,188 @@
+package scrape
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+)
+
+// copyingSink copies each page into storage it reuses, as a store would.
+type copyingSink struct {
+	models []parse.Model
+	at     time.Time
+}
+
+func (s *copyingSink) Record(_ types.NamespacedName, at time.Time, page *parse.Page, err error) {
+	if err != nil {
+		panic(err) // a benchmark of failures would measure nothing useful
+	}
+	s.at = at
+	s.models = append(s.models[:0], page.Models...)
+}
+
+// benchServer serves page over loopback with a Content-Length, gzipped when
+// asked for and zpage is set, as prometheus_client does.
+func benchServer(b *testing.B, page, zpage []byte) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := page
+		if zpage != nil && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			body = zpage
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+// BenchmarkScrape compares, in one run, a whole scrape of the vLLM V1
+// fixture (GET + read + parse + Sink.Record, as one loop iteration does it)
+// with a bare keep-alive GET reading the body into a reused buffer.
+//
+//	go test -run '^$' -bench BenchmarkScrape -benchmem ./pkg/scrape
+func BenchmarkScrape(b *testing.B) {
+	page := loadFixture(b)
+	zpage := gzipped(b, page)
+
+	b.Run("bare-GET", func(b *testing.B) {
+		srv := benchServer(b, page, nil)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, DisableCompression: true}}
+		defer client.CloseIdleConnections()
+		buf := make([]byte, 0, 64<<10)
+		b.SetBytes(int64(len(page)))
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf = buf[:0]
+			for {
+				n, err := resp.Body.Read(buf[len(buf):cap(buf)])
+				buf = buf[:len(buf)+n]
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			resp.Body.Close()
+			if len(buf) != len(page) {
+				b.Fatalf("read %d bytes, want %d", len(buf), len(page))
+			}
+		}
+	})
+
+	for _, bc := range []struct {
+		name  string
+		zpage []byte
+	}{
+		{"whole-scrape", nil},
+		{"whole-scrape-gzip", zpage},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv := benchServer(b, page, bc.zpage)
+			cfg := DefaultConfig()
+			cfg.Concurrency = 1
+			m, err := NewManager(cfg, &copyingSink{}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.client.CloseIdleConnections()
+			target := Target{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, URL: srv.URL}
+			req, err := newRequest(target.URL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := m.scrapeOnce(ctx, target, req, nil, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkThousandTargets scrapes 1,000 targets, each its own host:port on
+// 127.0.0.1 (so each keeps its own keep-alive connection, as pods do), with
+// the default 64 workers and 1,000 idle loops running. One op is one round of
+// 1,000 scrapes through ScrapeNow, after a first round that opened the
+// connections. It reports the memory in use after the rounds; that figure includes the loopback servers' side of every
+// connection, so it bounds the Manager's own from above.
+//
+//	go test -run '^$' -bench BenchmarkThousandTargets -benchmem ./pkg/scrape
+func BenchmarkThousandTargets(b *testing.B) {
+	const n = 1000
+	page := loadFixture(b)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+		_, _ = w.Write(page)
+	})}
+	targets := make([]Target, n)
+	for i := range targets {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = srv.Serve(l) }()
+		targets[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, URL: "http://" + l.Addr().String() + "/metrics"}
+	}
+	defer srv.Close()
+
+	cfg := DefaultConfig()
+	cfg.Interval, cfg.Timeout = time.Hour, 10*time.Second // loops exist but do not scrape
+	m, err := NewManager(cfg, &lockedSink{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	m.SetTargets(targets)
+	m.ScrapeNow(ctx, targets) // warm up: connections, buffers, parsers
+
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ScrapeNow(ctx, targets)
+	}
+	b.StopTimer()
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/scrape")
+	b.ReportMetric(float64(after.HeapInuse+after.StackInuse)/(1<<20), "MB-heap+stack")
+	b.ReportMetric(float64(after.Sys)/(1<<20), "MB-sys")
+	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+}
+
+// lockedSink is a copyingSink safe for concurrent Records.
+type lockedSink struct {
+	mu sync.Mutex
+	copyingSink
+}
+
+func (s *lockedSink) Record(pod types.NamespacedName, at time.Time, page *parse.Page, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.copyingSink.Record(pod, at, page, err)
+}

@@ -1,0 +1,268 @@
+package scrape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+)
+
+// Manager runs the scrape loops of a set of targets and one-off scrapes, all
+// through one pool of Config.Concurrency workers.
+type Manager struct {
+	cfg     Config
+	sink    Sink
+	client  *http.Client
+	metrics *metrics
+	// workers is the pool and the semaphore: a scrape takes a worker from
+	// the channel and puts it back when done.
+	workers chan *worker
+
+	lastScrape atomic.Int64 // unix nanoseconds of the latest scrape start
+
+	mu      sync.Mutex
+	targets map[types.NamespacedName]Target // desired, from SetTargets
+	loops   map[types.NamespacedName]*loop  // running, only while Run runs
+	runCtx  context.Context                 // nil unless Run is running
+	loopWG  sync.WaitGroup
+}
+
+// loop is one target's background scrape loop.
+type loop struct {
+	target Target
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewManager returns a Manager that records into sink and registers its
+// self-metrics into reg (nil: not registered). It starts nothing; call Run.
+func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid scrape config: %w", err)
+	}
+	if sink == nil {
+		return nil, errors.New("scrape manager needs a sink")
+	}
+	met, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:     cfg,
+		sink:    sink,
+		client:  newClient(cfg),
+		metrics: met,
+		workers: make(chan *worker, cfg.Concurrency),
+		targets: map[types.NamespacedName]Target{},
+		loops:   map[types.NamespacedName]*loop{},
+	}
+	for range cfg.Concurrency {
+		m.workers <- &worker{} // buffers and parsers are made on first use
+	}
+	return m, nil
+}
+
+// SetTargets replaces the set of targets. While Run runs it reconciles at
+// once: a loop starts for each new pod, the loops of pods no longer listed
+// stop, and a pod whose URL or Server changed gets a new loop. Before Run,
+// the set is kept for Run to start. If a pod appears twice, the last wins.
+//
+// A scrape already in flight for a removed pod is canceled and not recorded,
+// unless it is already inside Sink.Record.
+func (m *Manager) SetTargets(ts []Target) {
+	desired := make(map[types.NamespacedName]Target, len(ts))
+	for _, t := range ts {
+		desired[t.Pod] = t
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.targets = desired
+	if m.runCtx != nil {
+		m.reconcileLocked()
+	}
+}
+
+func (m *Manager) reconcileLocked() {
+	for pod, l := range m.loops {
+		if t, ok := m.targets[pod]; ok && t == l.target {
+			continue
+		}
+		l.cancel()
+		delete(m.loops, pod)
+	}
+	for pod, t := range m.targets {
+		if _, ok := m.loops[pod]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(m.runCtx)
+		l := &loop{target: t, cancel: cancel, done: make(chan struct{})}
+		m.loops[pod] = l
+		m.loopWG.Add(1)
+		go m.runLoop(ctx, l)
+	}
+	m.metrics.targets.Set(float64(len(m.loops)))
+}
+
+// Run starts the loops of the targets set so far and of those set later,
+// and blocks until ctx is done; then it stops every loop, waits for them,
+// and returns nil. It returns an error at once if it is already running.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.runCtx != nil {
+		m.mu.Unlock()
+		return errors.New("scrape manager is already running")
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.runCtx = runCtx
+	m.reconcileLocked()
+	n := len(m.loops)
+	m.mu.Unlock()
+	klog.InfoS("Scrape loops started", "targets", n, "interval", m.cfg.Interval, "timeout", m.cfg.Timeout, "concurrency", m.cfg.Concurrency)
+
+	<-ctx.Done()
+
+	m.mu.Lock()
+	cancel()
+	for pod := range m.loops {
+		delete(m.loops, pod)
+	}
+	m.runCtx = nil
+	m.metrics.targets.Set(0)
+	m.mu.Unlock()
+	m.loopWG.Wait()
+	m.client.CloseIdleConnections()
+	klog.InfoS("Scrape loops stopped")
+	return nil
+}
+
+// runLoop scrapes l.target every Interval, after a random start delay,
+// until ctx is done.
+func (m *Manager) runLoop(ctx context.Context, l *loop) {
+	defer m.loopWG.Done()
+	defer close(l.done)
+	t := l.target
+	req, reqErr := newRequest(t.URL)
+
+	delay := time.Duration(m.cfg.Jitter * float64(m.cfg.Interval) * rand.Float64())
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-timer.C:
+	}
+
+	ticker := time.NewTicker(m.cfg.Interval)
+	defer ticker.Stop()
+	lastReason := ""
+	for {
+		ok, err := m.scrapeOnce(ctx, t, req, reqErr, false)
+		if ok {
+			// Log changes of state only; every failure is in the metrics.
+			if reason := ReasonOf(err); reason != lastReason && reason != ReasonCanceled {
+				if err != nil {
+					klog.ErrorS(err, "Scrape failing", "pod", t.Pod, "url", t.URL, "reason", reason)
+				} else {
+					klog.InfoS("Scrape recovered", "pod", t.Pod, "url", t.URL)
+				}
+				lastReason = reason
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// ScrapeNow scrapes ts once, concurrently through the worker pool, records
+// each outcome in the Sink, and returns when all are done. When ctx ends
+// first, scrapes in flight are canceled and recorded with ReasonCanceled,
+// and targets not yet started are not scraped (nor recorded).
+func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(ts), m.cfg.Concurrency) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ts) || ctx.Err() != nil {
+					return
+				}
+				req, reqErr := newRequest(ts[i].URL)
+				if ok, err := m.scrapeOnce(ctx, ts[i], req, reqErr, true); ok && err != nil {
+					klog.V(2).InfoS("Scrape failed", "pod", ts[i].Pod, "url", ts[i].URL, "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// LastScrape returns the start time of the most recent scrape attempt, or
+// the zero time if there has been none.
+func (m *Manager) LastScrape() time.Time {
+	n := m.lastScrape.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// scrapeOnce waits for a worker, scrapes t with it, and records the outcome
+// (always when recordCanceled, else only while ctx is live). It returns
+// whether a scrape was attempted at all, and its error.
+func (m *Manager) scrapeOnce(ctx context.Context, t Target, req *http.Request, reqErr error, recordCanceled bool) (bool, error) {
+	var w *worker
+	select {
+	case w = <-m.workers:
+	case <-ctx.Done():
+		return false, nil
+	}
+	defer func() { m.workers <- w }()
+	if w.parser == nil {
+		w.parser = parse.NewParser()
+	}
+
+	start := time.Now()
+	m.lastScrape.Store(start.UnixNano())
+	var (
+		page *parse.Page
+		n    int
+		err  error
+	)
+	if reqErr != nil {
+		err = &Error{ReasonConnection, fmt.Errorf("invalid URL: %w", reqErr)}
+	} else {
+		reqCtx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+		page, n, err = w.fetch(ctx, reqCtx, m.client, req, t.Server, m.cfg.MaxBodySize)
+		cancel()
+	}
+
+	m.metrics.scrapes.Inc()
+	m.metrics.duration.Observe(time.Since(start).Seconds())
+	m.metrics.bytes.Add(float64(n))
+	if err != nil {
+		m.metrics.failures.WithLabelValues(ReasonOf(err)).Inc()
+		err = fmt.Errorf("scraping %s of pod %s: %w", t.URL, t.Pod, err)
+		page = nil
+	}
+	if ctx.Err() == nil || recordCanceled {
+		m.sink.Record(t.Pod, start, page, err)
+	}
+	return true, err
+}

@@ -1,0 +1,141 @@
+// Package scrape owns fetching model servers' /metrics pages: one background
+// loop per target at a fixed interval with a random start delay, a bounded
+// pool of workers shared by all targets, per-request timeouts, a body-size
+// limit, one keep-alive HTTP client that never follows redirects, and gzip.
+// Each fetched page is parsed with pkg/parse and handed to a Sink together
+// with the scrape's start time; a failed scrape is handed over as an *Error
+// whose Reason says why.
+//
+// Memory does not grow with the number of targets times the page size: each
+// of Config.Concurrency workers owns one reusable body buffer, one gzip
+// reader and one parse.Parser, and a target's loop borrows a worker only for
+// the duration of one scrape.
+package scrape
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+)
+
+// Target is one pod's metrics endpoint.
+type Target struct {
+	Pod    types.NamespacedName
+	URL    string       // e.g. http://10.0.0.5:8000/metrics
+	Server parse.Server // forced dialect; parse.Unknown means detect from the page
+}
+
+// Sink stores the outcome of each scrape. at is the time the scrape started.
+// page is nil when err != nil, and is only valid during the call: copy what
+// you keep. Record is called from the scrape workers, concurrently for
+// different pods, and holds a worker while it runs, so it must be quick.
+type Sink interface {
+	Record(pod types.NamespacedName, at time.Time, page *parse.Page, err error)
+}
+
+// Config tunes a Manager.
+type Config struct {
+	// Interval is the time between two scrapes of one target.
+	Interval time.Duration
+	// Timeout bounds one scrape (connect, request, body); at most Interval.
+	Timeout time.Duration
+	// MaxBodySize is the largest page accepted, in bytes after gzip
+	// decompression. A larger page fails with ReasonBodyTooLarge; it is never
+	// parsed truncated. Each worker's buffer grows up to the largest page it
+	// has read, so the worst case is Concurrency × MaxBodySize bytes.
+	MaxBodySize int64
+	// Concurrency is the number of scrapes that may run at once across all
+	// targets (the number of workers). A target that hangs holds one worker
+	// for at most Timeout. Size it so that targets × typical scrape time
+	// fits in Interval × Concurrency.
+	Concurrency int
+	// Jitter is the fraction of Interval, in [0, 1], over which each new
+	// loop's first scrape is delayed at random: a loop waits a uniformly
+	// random time in [0, Jitter×Interval) before its first scrape and then
+	// scrapes every Interval. 1 spreads targets over the whole interval (the
+	// steadiest load); 0 scrapes every new target at once.
+	Jitter float64
+}
+
+// DefaultConfig returns the defaults: a 5 s interval, a 3 s timeout, a
+// 10 MiB body limit, 64 workers and full jitter.
+func DefaultConfig() Config {
+	return Config{
+		Interval:    5 * time.Second,
+		Timeout:     3 * time.Second,
+		MaxBodySize: 10 << 20,
+		Concurrency: 64,
+		Jitter:      1,
+	}
+}
+
+// Validate reports the first thing wrong with c.
+func (c Config) Validate() error {
+	switch {
+	case c.Interval <= 0:
+		return fmt.Errorf("scrape interval must be positive, got %v", c.Interval)
+	case c.Timeout <= 0:
+		return fmt.Errorf("scrape timeout must be positive, got %v", c.Timeout)
+	case c.Timeout > c.Interval:
+		return fmt.Errorf("scrape timeout (%v) must not exceed the scrape interval (%v)", c.Timeout, c.Interval)
+	case c.MaxBodySize <= 0:
+		return fmt.Errorf("maximum body size must be positive, got %d", c.MaxBodySize)
+	case c.Concurrency <= 0:
+		return fmt.Errorf("scrape concurrency must be positive, got %d", c.Concurrency)
+	case !(c.Jitter >= 0 && c.Jitter <= 1): // also rejects NaN
+		return fmt.Errorf("scrape jitter must be a fraction in [0, 1], got %v", c.Jitter)
+	}
+	return nil
+}
+
+// Reasons a scrape fails, the Reason of an Error and the `reason` label of
+// the inference_metrics_adapter_scrape_failures_total metric.
+const (
+	// ReasonTimeout: the scrape did not finish within Config.Timeout.
+	ReasonTimeout = "timeout"
+	// ReasonConnection: the connection could not be made or broke (refused,
+	// reset, DNS, an invalid URL, a body cut short).
+	ReasonConnection = "connection"
+	// ReasonHTTPStatus: the server answered with a status other than 200.
+	ReasonHTTPStatus = "http_status"
+	// ReasonBodyTooLarge: the page (after decompression) exceeded Config.MaxBodySize.
+	ReasonBodyTooLarge = "body_too_large"
+	// ReasonRedirect: the server answered with a redirect; redirects are never followed.
+	ReasonRedirect = "redirect"
+	// ReasonParse: the body could not be decompressed or parsed.
+	ReasonParse = "parse"
+	// ReasonCanceled: the caller's context ended first (shutdown, a removed
+	// target, or the deadline of ScrapeNow). It says nothing about the target.
+	ReasonCanceled = "canceled"
+)
+
+// Reasons lists every Reason, in the order of the constants.
+func Reasons() []string {
+	return []string{ReasonTimeout, ReasonConnection, ReasonHTTPStatus, ReasonBodyTooLarge,
+		ReasonRedirect, ReasonParse, ReasonCanceled}
+}
+
+// Error is the error (possibly wrapped) of a failed scrape. Reason is one of
+// the Reason constants.
+type Error struct {
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the Reason of the *Error in err's chain, or "" if there is none.
+func ReasonOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}

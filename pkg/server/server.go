@@ -1,0 +1,169 @@
+// Package server wires the adapter together: informers, the target tracker,
+// the scraper, the store and the custom metrics provider, on top of the
+// aggregated API server of custom-metrics-apiserver, with health checks that
+// reflect the pipeline.
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
+)
+
+// Config is the adapter's complete configuration.
+type Config struct {
+	Adapter            *basecmd.AdapterBase
+	Scrape             scrape.Config
+	MaxAge             time.Duration
+	Namespaces         []string
+	DemandTTL          time.Duration
+	FirstScrapeTimeout time.Duration
+	GPUAgentSelector   labels.Selector
+	GPUAgentNamespace  string
+	EnableExternal     bool
+}
+
+// countingSetter remembers how many targets the scraper was last given,
+// for the liveness check.
+type countingSetter struct {
+	next targets.Setter
+	n    atomic.Int64
+}
+
+func (c *countingSetter) SetTargets(ts []scrape.Target) {
+	c.n.Store(int64(len(ts)))
+	c.next.SetTargets(ts)
+}
+
+// Run builds the adapter from cfg and serves until ctx is done.
+func Run(ctx context.Context, cfg *Config) error {
+	clk := clock.RealClock{}
+	restConfig, err := cfg.Adapter.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("building client configuration: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("building Kubernetes client: %w", err)
+	}
+	w, err := newWatched(func(ns string) informers.SharedInformerFactory {
+		return informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	}, cfg.Namespaces)
+	if err != nil {
+		return fmt.Errorf("setting up informers: %w", err)
+	}
+
+	reg := kubeRegisterer{}
+	st := store.New()
+	scraper, err := scrape.NewManager(cfg.Scrape, st, reg)
+	if err != nil {
+		return fmt.Errorf("setting up the scraper: %w", err)
+	}
+	setter := &countingSetter{next: scraper}
+	tracker := targets.New(targets.Config{
+		DemandTTL:          cfg.DemandTTL,
+		FirstScrapeTimeout: cfg.FirstScrapeTimeout,
+		Resync:             time.Second,
+	}, w.pods, setter, scraper, st, st, clk)
+	for _, inf := range w.podInformers {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(interface{}) { tracker.Poke() },
+			UpdateFunc: func(interface{}, interface{}) { tracker.Poke() },
+			DeleteFunc: func(interface{}) { tracker.Poke() },
+		}); err != nil {
+			return fmt.Errorf("watching pods: %w", err)
+		}
+	}
+
+	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval},
+		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
+		st, tracker, clk)
+	cfg.Adapter.WithCustomMetrics(p)
+
+	srv, err := cfg.Adapter.Server()
+	if err != nil {
+		return fmt.Errorf("building the API server: %w", err)
+	}
+	ready := healthz.NamedCheck("informers-synced", func(*http.Request) error {
+		for _, s := range w.synced {
+			if !s() {
+				return fmt.Errorf("informer caches not synced yet")
+			}
+		}
+		return nil
+	})
+	live := healthz.NamedCheck("scrape-loop", func(*http.Request) error {
+		if setter.n.Load() == 0 {
+			return nil
+		}
+		last := scraper.LastScrape()
+		if limit := 3 * cfg.Scrape.Interval; clk.Since(last) > limit {
+			return fmt.Errorf("no scrape started in %s (last at %s) although there are targets", limit, last.Format(time.RFC3339))
+		}
+		return nil
+	})
+	if err := srv.GenericAPIServer.AddReadyzChecks(ready); err != nil {
+		return fmt.Errorf("adding readyz check: %w", err)
+	}
+	if err := srv.GenericAPIServer.AddLivezChecks(0, live); err != nil {
+		return fmt.Errorf("adding livez check: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, f := range w.factories {
+		f.Start(ctx.Done())
+	}
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); _ = scraper.Run(ctx) }()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
+			return
+		}
+		klog.InfoS("Informer caches synced; tracking targets")
+		tracker.Run(ctx)
+	}()
+	klog.InfoS("Serving custom.metrics.k8s.io", "namespaces", cfg.Namespaces, "scrapeInterval", cfg.Scrape.Interval, "maxAge", cfg.MaxAge)
+	err = srv.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	cancel()
+	for _, f := range w.factories {
+		f.Shutdown()
+	}
+	<-done
+	<-done
+	return err
+}
+
+// kubeRegisterer registers client_golang collectors into the API server's
+// metrics registry, so that they are served on its /metrics.
+type kubeRegisterer struct{}
+
+var _ prometheus.Registerer = kubeRegisterer{}
+
+func (kubeRegisterer) Register(c prometheus.Collector) error {
+	legacyregistry.RawMustRegister(c)
+	return nil
+}
+
+func (kubeRegisterer) MustRegister(cs ...prometheus.Collector) { legacyregistry.RawMustRegister(cs...) }
+
+func (kubeRegisterer) Unregister(prometheus.Collector) bool { return false }

@@ -1,0 +1,258 @@
+// Package store keeps the latest scrape outcome of every target pod: the
+// serving signals per model from the pod's own page, and GPU activity from the
+// gpu-agent on its node, each with the time of the scrape it came from.
+//
+// The store answers "what is the value of this signal for this pod" with a
+// Status that says why there is no value when there is none. It never turns
+// a missing, failed or stale sample into a zero.
+package store
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+)
+
+// Status says whether a lookup found a usable value, and if not, why not.
+type Status uint8
+
+const (
+	// OK means the value is fresh and measured.
+	OK Status = iota
+	// NotScraped means the pod has never been scraped (yet).
+	NotScraped
+	// Failed means the pod's latest scrape failed.
+	Failed
+	// Absent means the latest scrape succeeded but the page lacked the series
+	// (or no model matched the metric selector).
+	Absent
+	// Stale means the latest good sample is older than the maximum age.
+	Stale
+)
+
+var statusNames = [...]string{OK: "ok", NotScraped: "not scraped yet", Failed: "scrape failed", Absent: "series absent", Stale: "stale"}
+
+func (s Status) String() string { return statusNames[s] }
+
+// ModelMatcher picks the models a query covers; nil matches every model.
+type ModelMatcher func(model string) bool
+
+// Sample is one looked-up value.
+type Sample struct {
+	Value float64
+	// Time is the start time of the scrape the value came from.
+	Time   time.Time
+	Status Status
+	// Detail says more about a non-OK status, e.g. the scrape error.
+	Detail string
+}
+
+type servingEntry struct {
+	at     time.Time // start of the latest scrape attempt
+	err    error     // nil when the latest attempt succeeded
+	server parse.Server
+	models []parse.Model
+}
+
+// GPU holds one pod's GPU activity as reported by the gpu-agent.
+type GPU struct {
+	// GPUs is the number of GPUs allocated to the pod.
+	GPUs   int
+	Values [signals.Count]float64
+	Has    signals.Set
+}
+
+type gpuEntry struct {
+	at  time.Time
+	gpu GPU
+}
+
+type entry struct {
+	serving servingEntry
+	hasGPU  bool
+	gpu     gpuEntry
+}
+
+// Store is safe for concurrent use.
+type Store struct {
+	mu   sync.RWMutex
+	pods map[types.NamespacedName]*entry
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{pods: make(map[types.NamespacedName]*entry)}
+}
+
+// Record stores the outcome of one scrape of pod's model server, started at
+// at. page is copied; it may be reused by the caller afterwards. An older
+// outcome never overwrites a newer one.
+func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.pods[pod]
+	if e == nil {
+		e = &entry{}
+		s.pods[pod] = e
+	}
+	sv := &e.serving
+	if at.Before(sv.at) {
+		return
+	}
+	sv.at = at
+	sv.err = err
+	if err != nil || page == nil {
+		if err == nil {
+			sv.err = fmt.Errorf("no page")
+		}
+		return
+	}
+	sv.server = page.Server
+	sv.models = append(sv.models[:0], page.Models...)
+}
+
+// RecordGPU replaces the GPU activity of pods on one node, as read from
+// one scrape of that node's agent started at at. Pods the agent reports are
+// updated; it does not remove other pods' GPU values (they go stale).
+func (s *Store) RecordGPU(at time.Time, pods map[types.NamespacedName]GPU) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pod, g := range pods {
+		e := s.pods[pod]
+		if e == nil {
+			e = &entry{}
+			s.pods[pod] = e
+		}
+		if at.Before(e.gpu.at) {
+			continue
+		}
+		e.hasGPU = true
+		e.gpu = gpuEntry{at: at, gpu: g}
+	}
+}
+
+// Delete forgets a pod, e.g. when it is deleted or no longer a target.
+func (s *Store) Delete(pod types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pods, pod)
+}
+
+// Retain forgets every pod for which keep returns false.
+func (s *Store) Retain(keep func(types.NamespacedName) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pod := range s.pods {
+		if !keep(pod) {
+			delete(s.pods, pod)
+		}
+	}
+}
+
+// Len returns the number of pods with any recorded outcome.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pods)
+}
+
+// Scraped reports whether pod has any recorded scrape outcome.
+func (s *Store) Scraped(pod types.NamespacedName) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.pods[pod]
+	return e != nil && !e.serving.at.IsZero()
+}
+
+// Get looks up signal sig of pod, over the models match selects, as of now,
+// treating samples older than maxAge as stale. Serving signals are combined
+// over the matching models with the signal's aggregation (queue and batch
+// summed, fractions maxed).
+func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMatcher, now time.Time, maxAge time.Duration) Sample {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.pods[pod]
+	if e == nil {
+		return Sample{Status: NotScraped}
+	}
+	if sig.IsGPU() {
+		return e.gpuSample(sig, now, maxAge)
+	}
+	sv := &e.serving
+	switch {
+	case sv.at.IsZero():
+		return Sample{Status: NotScraped}
+	case sv.err != nil:
+		return Sample{Time: sv.at, Status: Failed, Detail: sv.err.Error()}
+	case now.Sub(sv.at) > maxAge:
+		return Sample{Time: sv.at, Status: Stale, Detail: fmt.Sprintf("last good scrape %s ago", now.Sub(sv.at).Round(time.Millisecond))}
+	}
+	var v float64
+	n := 0
+	matched := 0
+	for i := range sv.models {
+		m := &sv.models[i]
+		if match != nil && !match(m.Name) {
+			continue
+		}
+		matched++
+		x, ok := m.Value(sig)
+		if !ok {
+			continue
+		}
+		v = signals.Combine(sig.Aggregation(), v, n, x)
+		n++
+	}
+	if n == 0 {
+		detail := fmt.Sprintf("page (%s) has no series for %s", sv.server, sig.Name())
+		if matched == 0 && match != nil {
+			detail = fmt.Sprintf("page (%s) has no model matching the metric selector", sv.server)
+		}
+		return Sample{Time: sv.at, Status: Absent, Detail: detail}
+	}
+	return Sample{Value: v, Time: sv.at, Status: OK}
+}
+
+func (e *entry) gpuSample(sig signals.Signal, now time.Time, maxAge time.Duration) Sample {
+	switch {
+	case !e.hasGPU:
+		return Sample{Status: NotScraped, Detail: "no gpu-agent reported this pod"}
+	case now.Sub(e.gpu.at) > maxAge:
+		return Sample{Time: e.gpu.at, Status: Stale, Detail: fmt.Sprintf("last gpu-agent report %s ago", now.Sub(e.gpu.at).Round(time.Millisecond))}
+	case !e.gpu.gpu.Has.Has(sig):
+		return Sample{Time: e.gpu.at, Status: Absent, Detail: fmt.Sprintf("the pod's GPUs do not report %s", sig.Name())}
+	}
+	return Sample{Value: e.gpu.gpu.Values[sig], Time: e.gpu.at, Status: OK}
+}
+
+// Models returns the model names pod's latest good page reported.
+func (s *Store) Models(pod types.NamespacedName) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.pods[pod]
+	if e == nil || e.serving.err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(e.serving.models))
+	for _, m := range e.serving.models {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// GPUCount returns the number of GPUs the agent attributed to pod, and
+// whether any agent reported the pod.
+func (s *Store) GPUCount(pod types.NamespacedName) (int, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.pods[pod]
+	if e == nil || !e.hasGPU {
+		return 0, false
+	}
+	return e.gpu.gpu.GPUs, true
+}

@@ -1,0 +1,153 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
+)
+
+func testPod(name string, ann map[string]string, ports ...corev1.ContainerPort) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: ann, Labels: map[string]string{"app": name}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Ports: ports}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"},
+	}
+}
+
+func TestEndpoint(t *testing.T) {
+	cases := []struct {
+		name    string
+		pod     *corev1.Pod
+		want    string
+		wantErr bool
+	}{
+		{"annotation port and path", testPod("p", map[string]string{AnnotationPort: "9090", AnnotationPath: "/stats"}, corev1.ContainerPort{Name: "metrics", ContainerPort: 1}), "http://10.0.0.1:9090/stats", false},
+		{"named metrics port wins over http", testPod("p", nil, corev1.ContainerPort{Name: "http", ContainerPort: 8000}, corev1.ContainerPort{Name: "metrics", ContainerPort: 8001}), "http://10.0.0.1:8001/metrics", false},
+		{"http port", testPod("p", nil, corev1.ContainerPort{Name: "grpc", ContainerPort: 9000}, corev1.ContainerPort{Name: "http", ContainerPort: 8000}), "http://10.0.0.1:8000/metrics", false},
+		{"first port", testPod("p", nil, corev1.ContainerPort{Name: "grpc", ContainerPort: 9000}), "http://10.0.0.1:9000/metrics", false},
+		{"no port", testPod("p", nil), "", true},
+		{"bad port annotation", testPod("p", map[string]string{AnnotationPort: "http"}), "", true},
+		{"port out of range", testPod("p", map[string]string{AnnotationPort: "70000"}), "", true},
+		{"relative path", testPod("p", map[string]string{AnnotationPort: "1", AnnotationPath: "metrics"}), "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Endpoint(tc.pod)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("Endpoint = %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	v6 := testPod("p", nil, corev1.ContainerPort{ContainerPort: 8000})
+	v6.Status.PodIP = "fd00::1"
+	if got, _ := Endpoint(v6); got != "http://[fd00::1]:8000/metrics" {
+		t.Fatalf("IPv6 endpoint %q", got)
+	}
+}
+
+func TestForcedServer(t *testing.T) {
+	if s, err := ForcedServer(testPod("p", map[string]string{AnnotationServer: "tgi"})); err != nil || s != parse.TGI {
+		t.Fatalf("got %v, %v", s, err)
+	}
+	if _, err := ForcedServer(testPod("p", map[string]string{AnnotationServer: "ollama"})); err == nil {
+		t.Fatal("unknown server accepted")
+	}
+}
+
+type recSetter struct{ last []scrape.Target }
+
+func (r *recSetter) SetTargets(ts []scrape.Target) { r.last = ts }
+
+type recProber struct{ scraped []string }
+
+func (r *recProber) ScrapeNow(_ context.Context, ts []scrape.Target) {
+	for _, t := range ts {
+		r.scraped = append(r.scraped, t.Pod.Name)
+	}
+}
+
+type knownSet map[string]bool
+
+func (k knownSet) Scraped(p types.NamespacedName) bool { return k[p.Name] }
+
+type retained struct{ kept []string }
+
+func (r *retained) Retain(keep func(types.NamespacedName) bool) {
+	r.kept = nil
+	for _, n := range []string{"a", "b", "optin", "pending", "gone"} {
+		if keep(types.NamespacedName{Namespace: "ns", Name: n}) {
+			r.kept = append(r.kept, n)
+		}
+	}
+}
+
+func names(ts []scrape.Target) string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Pod.Name)
+	}
+	return fmt.Sprint(out)
+}
+
+func TestTrackerDemandAndOptIn(t *testing.T) {
+	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
+	a := testPod("a", nil, port)
+	b := testPod("b", nil, port)
+	optin := testPod("optin", map[string]string{AnnotationScrape: "true"}, port)
+	pending := testPod("pending", map[string]string{AnnotationScrape: "true"}, port)
+	pending.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, p := range []*corev1.Pod{a, b, optin, pending} {
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
+	setter, prober, ret := &recSetter{}, &recProber{}, &retained{}
+	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), setter, prober, knownSet{"b": true}, ret, clk)
+
+	tr.Reconcile()
+	if got := names(setter.last); got != "[optin]" {
+		t.Fatalf("before any question targets are %s, want only the opted-in pod", got)
+	}
+	tr.Want(context.Background(), "ns", labels.SelectorFromSet(labels.Set{"app": "a"}), []*corev1.Pod{a})
+	tr.Want(context.Background(), "ns", labels.SelectorFromSet(labels.Set{"app": "b"}), []*corev1.Pod{b})
+	if fmt.Sprint(prober.scraped) != "[a]" {
+		t.Fatalf("first scrape of %v, want only the never-scraped pod a", prober.scraped)
+	}
+	tr.Reconcile()
+	if got := names(setter.last); got != "[a b optin]" {
+		t.Fatalf("targets %s", got)
+	}
+	if fmt.Sprint(ret.kept) != "[a b optin]" {
+		t.Fatalf("store kept %v", ret.kept)
+	}
+
+	// Pod b is deleted: it stops being a target.
+	if err := idx.Delete(b); err != nil {
+		t.Fatal(err)
+	}
+	tr.Reconcile()
+	if got := names(setter.last); got != "[a optin]" {
+		t.Fatalf("after delete targets %s", got)
+	}
+
+	// Demand expires after the TTL without questions.
+	clk.SetTime(clk.Now().Add(2 * time.Minute))
+	tr.Reconcile()
+	if got := names(setter.last); got != "[optin]" {
+		t.Fatalf("after TTL targets %s", got)
+	}
+}
