@@ -5,6 +5,7 @@ package options
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type Options struct {
 	GPUAgentSelector   string
 	GPUAgentNamespace  string
 	EnableExternal     bool
+	ScrapeGzip         bool
 }
 
 // NewOptions returns options holding the defaults.
@@ -58,12 +60,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Time limit for one scrape of one pod. Must not exceed --scrape-interval.")
 	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "A pod whose last good scrape is older than this is left out of answers. Must be at least --scrape-interval.")
 	fs.Int64Var(&o.MaxBodySize, "max-body-size", o.MaxBodySize, "Largest /metrics page accepted, in bytes (after decompression). Larger pages fail with reason body_too_large.")
+	fs.BoolVar(&o.ScrapeGzip, "scrape-gzip", o.ScrapeGzip, "Ask model servers for gzip-compressed pages. Off by default: on-the-fly compression costs the model server CPU on every scrape. Gzip bodies sent unasked are read either way.")
 	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most scrapes in flight at once, over all targets.")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
 	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
-	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods. Empty means any namespace.")
+	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods. Empty means any watched namespace. With --namespaces, this namespace is watched too.")
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
 	o.Adapter.FlagSet = fs
 	o.Adapter.InstallFlags()
@@ -126,6 +129,11 @@ func (o *Options) Config() (*server.Config, error) {
 		}
 		agentSel = sel
 	}
+	namespaces := o.Namespaces
+	if len(namespaces) > 0 && agentSel != nil && o.GPUAgentNamespace != "" && !slices.Contains(namespaces, o.GPUAgentNamespace) {
+		// The agents' pods must be watched to be found.
+		namespaces = append(slices.Clone(namespaces), o.GPUAgentNamespace)
+	}
 	return &server.Config{
 		Adapter: o.Adapter,
 		Scrape: scrape.Config{
@@ -134,9 +142,10 @@ func (o *Options) Config() (*server.Config, error) {
 			MaxBodySize: o.MaxBodySize,
 			Concurrency: o.ScrapeConcurrency,
 			Jitter:      1,
+			RequestGzip: o.ScrapeGzip,
 		},
 		MaxAge:             o.MaxAge,
-		Namespaces:         o.Namespaces,
+		Namespaces:         namespaces,
 		DemandTTL:          o.DemandTTL,
 		FirstScrapeTimeout: o.FirstScrapeTimeout,
 		GPUAgentSelector:   agentSel,

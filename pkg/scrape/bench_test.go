@@ -106,7 +106,7 @@ func BenchmarkScrape(b *testing.B) {
 			}
 			defer m.client.CloseIdleConnections()
 			target := Target{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, URL: srv.URL}
-			req, err := newRequest(target.URL)
+			req, err := newRequest(target.URL, false)
 			if err != nil {
 				b.Fatal(err)
 			}

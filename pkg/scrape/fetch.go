@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
 
@@ -31,6 +32,7 @@ type worker struct {
 	br     *bufio.Reader // under gz; nil until the first gzip body
 	gz     *gzip.Reader  // nil until the first gzip body
 	parser *parse.Parser // nil until the first scrape
+	agent  *agentpage.Parser
 }
 
 // newClient returns the one HTTP client shared by all scrapes.
@@ -71,33 +73,67 @@ func newClient(cfg Config) *http.Client {
 }
 
 // newRequest prepares the GET for url; each scrape uses it with its own context.
-func newRequest(url string) (*http.Request, error) {
+func newRequest(url string, gzip bool) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", acceptHeader)
-	req.Header.Set("Accept-Encoding", "gzip")
+	if gzip {
+		req.Header.Set("Accept-Encoding", "gzip")
+	} else {
+		req.Header.Set("Accept-Encoding", "identity")
+	}
 	req.Header.Set("User-Agent", userAgent)
 	return req, nil
 }
 
-// fetch GETs req into w.buf and parses it. parent is the caller's context;
-// ctx is parent with the per-request timeout. On failure the error is an *Error.
+// fetch GETs req into w.buf and parses it as a model server's page. parent
+// is the caller's context; ctx is parent with the per-request timeout. On
+// failure the error is an *Error.
 func (w *worker) fetch(parent, ctx context.Context, client *http.Client, req *http.Request, server parse.Server, maxBody int64) (*parse.Page, int, error) {
+	n, err := w.get(parent, ctx, client, req, maxBody)
+	if err != nil {
+		return nil, n, err
+	}
+	page, err := w.parser.ParseAs(w.buf, server)
+	if err != nil {
+		return nil, n, &Error{ReasonParse, err}
+	}
+	return page, n, nil
+}
+
+// fetchAgent GETs req into w.buf and parses it as a gpu-agent's page.
+func (w *worker) fetchAgent(parent, ctx context.Context, client *http.Client, req *http.Request, maxBody int64) ([]agentpage.PodGPU, int, error) {
+	n, err := w.get(parent, ctx, client, req, maxBody)
+	if err != nil {
+		return nil, n, err
+	}
+	if w.agent == nil {
+		w.agent = &agentpage.Parser{}
+	}
+	pods, err := w.agent.Parse(w.buf)
+	if err != nil {
+		return nil, n, &Error{ReasonParse, err}
+	}
+	return pods, n, nil
+}
+
+// get GETs req into w.buf.
+func (w *worker) get(parent, ctx context.Context, client *http.Client, req *http.Request, maxBody int64) (int, error) {
 	resp, err := client.Do(req.WithContext(ctx))
 	if err != nil {
-		return nil, 0, classify(parent, ctx, err)
+		return 0, classify(parent, ctx, err)
 	}
 	defer resp.Body.Close()
 
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		drain(resp.Body)
-		return nil, 0, &Error{ReasonRedirect, fmt.Errorf("HTTP %d redirect to %q not followed", resp.StatusCode, resp.Header.Get("Location"))}
+		return 0, &Error{ReasonRedirect, fmt.Errorf("HTTP %d redirect to %q not followed", resp.StatusCode, resp.Header.Get("Location"))}
 	case resp.StatusCode != http.StatusOK:
 		drain(resp.Body)
-		return nil, 0, &Error{ReasonHTTPStatus, fmt.Errorf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))}
+		return 0, &Error{ReasonHTTPStatus, fmt.Errorf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))}
 	}
 
 	var body io.Reader = resp.Body
@@ -116,27 +152,23 @@ func (w *worker) fetch(parent, ctx context.Context, client *http.Client, req *ht
 			err = w.gz.Reset(w.br)
 		}
 		if err != nil {
-			return nil, 0, bodyError(parent, ctx, fmt.Errorf("reading gzip header: %w", err), true)
+			return 0, bodyError(parent, ctx, fmt.Errorf("reading gzip header: %w", err), true)
 		}
 		body = w.gz
 	} else if resp.ContentLength > maxBody {
-		return nil, 0, &Error{ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds the limit of %d bytes", resp.ContentLength, maxBody)}
+		return 0, &Error{ReasonBodyTooLarge, fmt.Errorf("Content-Length %d exceeds the limit of %d bytes", resp.ContentLength, maxBody)}
 	}
 
 	n, err := w.read(body, resp.ContentLength, gzipped, maxBody)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
 			w.buf = nil // do not keep a buffer that big for the next target
-			return nil, n, &Error{ReasonBodyTooLarge, fmt.Errorf("body exceeds the limit of %d bytes", maxBody)}
+			return n, &Error{ReasonBodyTooLarge, fmt.Errorf("body exceeds the limit of %d bytes", maxBody)}
 		}
-		return nil, n, bodyError(parent, ctx, fmt.Errorf("reading body: %w", err), gzipped)
+		return n, bodyError(parent, ctx, fmt.Errorf("reading body: %w", err), gzipped)
 	}
 
-	page, err := w.parser.ParseAs(w.buf, server)
-	if err != nil {
-		return nil, n, &Error{ReasonParse, err}
-	}
-	return page, n, nil
+	return n, nil
 }
 
 var errTooLarge = errors.New("body too large")

@@ -14,16 +14,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
 
 // Manager runs the scrape loops of a set of targets and one-off scrapes, all
 // through one pool of Config.Concurrency workers.
 type Manager struct {
-	cfg     Config
-	sink    Sink
-	client  *http.Client
-	metrics *metrics
+	cfg  Config
+	sink Sink
+	// agentSink receives gpu-agent pages; nil when GPU metrics are off.
+	agentSink AgentSink
+	client    *http.Client
+	metrics   *metrics
 	// workers is the pool and the semaphore: a scrape takes a worker from
 	// the channel and puts it back when done.
 	workers chan *worker
@@ -70,6 +73,14 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 		m.workers <- &worker{} // buffers and parsers are made on first use
 	}
 	return m, nil
+}
+
+// SetAgentSink makes the manager scrape GPUAgent targets into s. Call it
+// before Run.
+func (m *Manager) SetAgentSink(s AgentSink) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.agentSink = s
 }
 
 // SetTargets replaces the set of targets. While Run runs it reconciles at
@@ -152,7 +163,7 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 	defer m.loopWG.Done()
 	defer close(l.done)
 	t := l.target
-	req, reqErr := newRequest(t.URL)
+	req, reqErr := newRequest(t.URL, m.cfg.RequestGzip)
 
 	delay := time.Duration(m.cfg.Jitter * float64(m.cfg.Interval) * rand.Float64())
 	timer := time.NewTimer(delay)
@@ -203,7 +214,7 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 				if i >= len(ts) || ctx.Err() != nil {
 					return
 				}
-				req, reqErr := newRequest(ts[i].URL)
+				req, reqErr := newRequest(ts[i].URL, m.cfg.RequestGzip)
 				if ok, err := m.scrapeOnce(ctx, ts[i], req, reqErr, true); ok && err != nil {
 					klog.V(2).InfoS("Scrape failed", "pod", ts[i].Pod, "url", ts[i].URL, "err", err)
 				}
@@ -242,14 +253,22 @@ func (m *Manager) scrapeOnce(ctx context.Context, t Target, req *http.Request, r
 	m.lastScrape.Store(start.UnixNano())
 	var (
 		page *parse.Page
+		pods []agentpage.PodGPU
 		n    int
 		err  error
 	)
-	if reqErr != nil {
+	switch {
+	case reqErr != nil:
 		err = &Error{ReasonConnection, fmt.Errorf("invalid URL: %w", reqErr)}
-	} else {
+	case t.Kind == GPUAgent && m.agentSink == nil:
+		err = &Error{ReasonParse, errors.New("gpu-agent target but no agent sink configured")}
+	default:
 		reqCtx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-		page, n, err = w.fetch(ctx, reqCtx, m.client, req, t.Server, m.cfg.MaxBodySize)
+		if t.Kind == GPUAgent {
+			pods, n, err = w.fetchAgent(ctx, reqCtx, m.client, req, m.cfg.MaxBodySize)
+		} else {
+			page, n, err = w.fetch(ctx, reqCtx, m.client, req, t.Server, m.cfg.MaxBodySize)
+		}
 		cancel()
 	}
 
@@ -259,10 +278,16 @@ func (m *Manager) scrapeOnce(ctx context.Context, t Target, req *http.Request, r
 	if err != nil {
 		m.metrics.failures.WithLabelValues(ReasonOf(err)).Inc()
 		err = fmt.Errorf("scraping %s of pod %s: %w", t.URL, t.Pod, err)
-		page = nil
+		page, pods = nil, nil
 	}
 	if ctx.Err() == nil || recordCanceled {
-		m.sink.Record(t.Pod, start, page, err)
+		if t.Kind == GPUAgent {
+			if m.agentSink != nil {
+				m.agentSink.RecordAgent(t.Pod, start, pods, err)
+			}
+		} else {
+			m.sink.Record(t.Pod, start, page, err)
+		}
 	}
 	return true, err
 }

@@ -19,7 +19,20 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+)
+
+// Kind says what serves a target's page.
+type Kind uint8
+
+const (
+	// ModelServer is an inference server's own page, parsed with pkg/parse
+	// and handed to the Sink.
+	ModelServer Kind = iota
+	// GPUAgent is a gpu-agent's page of per-pod GPU activity, parsed with
+	// pkg/agentpage and handed to the AgentSink.
+	GPUAgent
 )
 
 // Target is one pod's metrics endpoint.
@@ -27,6 +40,14 @@ type Target struct {
 	Pod    types.NamespacedName
 	URL    string       // e.g. http://10.0.0.5:8000/metrics
 	Server parse.Server // forced dialect; parse.Unknown means detect from the page
+	Kind   Kind
+}
+
+// AgentSink stores the outcome of each scrape of a gpu-agent: the per-pod
+// GPU activity of one node. pods is nil when err != nil and only valid
+// during the call.
+type AgentSink interface {
+	RecordAgent(agent types.NamespacedName, at time.Time, pods []agentpage.PodGPU, err error)
 }
 
 // Sink stores the outcome of each scrape. at is the time the scrape started.
@@ -59,6 +80,12 @@ type Config struct {
 	// scrapes every Interval. 1 spreads targets over the whole interval (the
 	// steadiest load); 0 scrapes every new target at once.
 	Jitter float64
+	// RequestGzip asks servers for gzip-compressed pages. Off by default:
+	// compressing on every scrape costs the model server CPU (prometheus
+	// client libraries gzip on the fly) and the adapter about twice the CPU
+	// per scrape, to save bandwidth that in-cluster pages rarely need. A
+	// gzip body sent unasked is decompressed either way.
+	RequestGzip bool
 }
 
 // DefaultConfig returns the defaults: a 5 s interval, a 3 s timeout, a

@@ -301,7 +301,9 @@ func TestHealthyTarget(t *testing.T) {
 
 			sink := newRecordingSink()
 			reg := prometheus.NewRegistry()
-			m, err := NewManager(testConfig(), sink, reg)
+			cfg := testConfig()
+			cfg.RequestGzip = useGzip
+			m, err := NewManager(cfg, sink, reg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +336,7 @@ func TestHealthyTarget(t *testing.T) {
 			}
 			if s := last.Load(); !recs[len(recs)-1].at.Before(s.at) {
 				t.Errorf("last record stamped %v, not before the server saw the request at %v: want the scrape's start time", recs[len(recs)-1].at, s.at)
-			} else if s.ua != "inference-metrics-adapter" || !strings.HasPrefix(s.accept, "text/plain;version=0.0.4") || s.encoding != "gzip" {
+			} else if s.ua != "inference-metrics-adapter" || !strings.HasPrefix(s.accept, "text/plain;version=0.0.4") || s.encoding != map[bool]string{true: "gzip", false: "identity"}[useGzip] {
 				t.Errorf("request headers User-Agent=%q Accept=%q Accept-Encoding=%q", s.ua, s.accept, s.encoding)
 			}
 			if ls := m.LastScrape(); ls.Before(before) || ls.Before(recs[len(recs)-1].at) {

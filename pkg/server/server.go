@@ -78,10 +78,13 @@ func Run(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("setting up the scraper: %w", err)
 	}
 	setter := &countingSetter{next: scraper}
+	scraper.SetAgentSink(st)
 	tracker := targets.New(targets.Config{
 		DemandTTL:          cfg.DemandTTL,
 		FirstScrapeTimeout: cfg.FirstScrapeTimeout,
 		Resync:             time.Second,
+		AgentSelector:      cfg.GPUAgentSelector,
+		AgentNamespace:     cfg.GPUAgentNamespace,
 	}, w.pods, setter, scraper, st, st, clk)
 	for _, inf := range w.podInformers {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
@@ -134,6 +135,20 @@ func (s *Store) RecordGPU(at time.Time, pods map[types.NamespacedName]GPU) {
 		e.hasGPU = true
 		e.gpu = gpuEntry{at: at, gpu: g}
 	}
+}
+
+// RecordAgent stores one scrape of a gpu-agent's page: the GPU activity of
+// the pods on its node. A failed agent scrape changes nothing; the pods'
+// GPU values then age out after the maximum age like any other.
+func (s *Store) RecordAgent(_ types.NamespacedName, at time.Time, pods []agentpage.PodGPU, err error) {
+	if err != nil {
+		return
+	}
+	m := make(map[types.NamespacedName]GPU, len(pods))
+	for _, p := range pods {
+		m[types.NamespacedName{Namespace: p.Namespace, Name: p.Pod}] = GPU{GPUs: p.GPUs, Values: p.Values, Has: p.Has}
+	}
+	s.RecordGPU(at, m)
 }
 
 // Delete forgets a pod, e.g. when it is deleted or no longer a target.

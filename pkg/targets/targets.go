@@ -52,6 +52,11 @@ type Config struct {
 	// Resync is the period of the reconcile loop when no pod event arrives;
 	// it expires demand.
 	Resync time.Duration
+	// AgentSelector picks the gpu-agent pods, which are always scraped as
+	// GPU agents; nil disables GPU metrics.
+	AgentSelector labels.Selector
+	// AgentNamespace limits AgentSelector to one namespace; "" is any.
+	AgentNamespace string
 }
 
 type demandKey struct {
@@ -167,7 +172,19 @@ func (t *Tracker) Reconcile() {
 	ts := make([]scrape.Target, 0, len(pods))
 	keep := make(map[types.NamespacedName]struct{}, len(pods))
 	for _, p := range pods {
-		if !IsRunning(p) || !wanted(p, active[p.Namespace]) {
+		if !IsRunning(p) {
+			continue
+		}
+		if t.isAgent(p) {
+			url, err := Endpoint(p)
+			if err != nil {
+				klog.V(2).InfoS("gpu-agent pod cannot be scraped", "pod", klog.KObj(p), "err", err)
+				continue
+			}
+			ts = append(ts, scrape.Target{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, URL: url, Kind: scrape.GPUAgent})
+			continue
+		}
+		if !wanted(p, active[p.Namespace]) {
 			continue
 		}
 		tg, err := targetFor(p)
@@ -189,6 +206,16 @@ func (t *Tracker) Reconcile() {
 		_, ok := keep[pod]
 		return ok
 	})
+}
+
+func (t *Tracker) isAgent(p *corev1.Pod) bool {
+	if t.cfg.AgentSelector == nil || t.cfg.AgentSelector.Empty() {
+		return false
+	}
+	if t.cfg.AgentNamespace != "" && p.Namespace != t.cfg.AgentNamespace {
+		return false
+	}
+	return t.cfg.AgentSelector.Matches(labels.Set(p.Labels))
 }
 
 func wanted(p *corev1.Pod, selectors []labels.Selector) bool {

@@ -1,0 +1,82 @@
+package options
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr []string // substrings; empty means valid
+	}{
+		{name: "defaults", args: nil},
+		{name: "fast e2e settings", args: []string{"--scrape-interval=1s", "--scrape-timeout=800ms", "--max-age=5s"}},
+		{name: "timeout longer than interval", args: []string{"--scrape-interval=2s", "--scrape-timeout=3s"}, wantErr: []string{"--scrape-timeout (3s) must not exceed --scrape-interval (2s)"}},
+		{name: "max age shorter than interval", args: []string{"--scrape-interval=10s", "--scrape-timeout=1s", "--max-age=5s"}, wantErr: []string{"--max-age (5s) must be at least --scrape-interval (10s)"}},
+		{name: "zero interval", args: []string{"--scrape-interval=0"}, wantErr: []string{"--scrape-interval must be positive"}},
+		{name: "tiny body limit", args: []string{"--max-body-size=10"}, wantErr: []string{"--max-body-size must be at least 1024 bytes"}},
+		{name: "no concurrency", args: []string{"--scrape-concurrency=0"}, wantErr: []string{"--scrape-concurrency must be at least 1"}},
+		{name: "empty namespace entry", args: []string{"--namespaces=a,,b"}, wantErr: []string{"--namespaces has an empty entry"}},
+		{name: "bad agent selector", args: []string{"--gpu-agent-selector=app in (("}, wantErr: []string{"--gpu-agent-selector"}},
+		{name: "two kubeconfigs", args: []string{"--kubeconfig=/a", "--lister-kubeconfig=/b"}, wantErr: []string{"--kubeconfig and --lister-kubeconfig"}},
+		{name: "several errors at once", args: []string{"--scrape-concurrency=0", "--max-body-size=1"}, wantErr: []string{"--scrape-concurrency", "--max-body-size"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfig(t *testing.T) {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--namespaces=llm", "--gpu-agent-namespace=gpu", "--scrape-interval=2s", "--scrape-timeout=1s", "--kubeconfig=/kc"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Namespaces, ","); got != "llm,gpu" {
+		t.Errorf("namespaces %q: the agent namespace must be watched too", got)
+	}
+	if cfg.Scrape.Interval != 2*time.Second || cfg.Scrape.Timeout != time.Second || cfg.Scrape.Concurrency != 64 {
+		t.Errorf("scrape config %+v", cfg.Scrape)
+	}
+	if cfg.Adapter.RemoteKubeConfigFile != "/kc" {
+		t.Errorf("kubeconfig not passed to the adapter base: %q", cfg.Adapter.RemoteKubeConfigFile)
+	}
+	if cfg.GPUAgentSelector == nil || cfg.GPUAgentSelector.String() != "app.kubernetes.io/name=inference-metrics-adapter-gpu-agent" {
+		t.Errorf("agent selector %v", cfg.GPUAgentSelector)
+	}
+}

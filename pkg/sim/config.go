@@ -1,0 +1,187 @@
+// Package sim owns inference-sim: a stand-in for a vLLM model server that
+// models continuous batching (a running batch bounded by max-num-seqs and a
+// KV-cache block budget, a FIFO waiting queue, preemption by recompute) on a
+// virtual clock, speaks enough of the OpenAI HTTP API for real clients, and
+// serves /metrics in the shape of vLLM V1 (or V0, TGI, SGLang).
+//
+// The model, its formulas and what it leaves out are documented in
+// docs/inference-sim.md.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Metrics formats offered by --metrics-format.
+const (
+	FormatVLLMV1 = "vllm-v1"
+	FormatVLLMV0 = "vllm-v0"
+	FormatTGI    = "tgi"
+	FormatSGLang = "sglang"
+)
+
+// Formats lists the metrics formats in the order --help shows them.
+var Formats = []string{FormatVLLMV1, FormatVLLMV0, FormatTGI, FormatSGLang}
+
+// Config is the validated configuration of one simulated model server. All
+// durations are in simulated time; TimeScale maps them to wall-clock time.
+type Config struct {
+	// Model is the served model name (the OpenAI "model" and the metrics' model_name label).
+	Model string
+	// MaxNumSeqs is the maximum number of requests in the running batch.
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the token budget of one engine step (decode
+	// tokens plus prefill chunks).
+	MaxNumBatchedTokens int
+	// NumGPUBlocks is the KV-cache budget in blocks of BlockSize tokens.
+	NumGPUBlocks int
+	// BlockSize is the number of tokens per KV-cache block.
+	BlockSize int
+	// MaxModelLen is the maximum prompt plus output length of one request.
+	MaxModelLen int
+	// DefaultMaxTokens is the output length of a request that sets no max_tokens.
+	DefaultMaxTokens int
+	// PrefillPerToken is the step time added per prompt token computed in the step.
+	PrefillPerToken time.Duration
+	// StepBase is the fixed time of one engine step.
+	StepBase time.Duration
+	// StepPerSeq is the step time added per request scheduled in the step.
+	StepPerSeq time.Duration
+	// TimeScale divides simulated durations into wall-clock durations
+	// (10 runs the same scenario 10 times faster).
+	TimeScale float64
+	// Seed makes generated text deterministic.
+	Seed int64
+	// MetricsFormat is one of Formats.
+	MetricsFormat string
+	// Engine is the value of the engine label (vLLM V1 data-parallel rank).
+	Engine string
+}
+
+// DefaultConfig returns the defaults of the inference-sim flags: a single
+// engine loosely shaped like Llama-3.1-8B on one H100.
+func DefaultConfig() Config {
+	return Config{
+		Model:               "meta-llama/Llama-3.1-8B-Instruct",
+		MaxNumSeqs:          256,
+		MaxNumBatchedTokens: 8192,
+		NumGPUBlocks:        27264,
+		BlockSize:           16,
+		MaxModelLen:         131072,
+		DefaultMaxTokens:    256,
+		PrefillPerToken:     50 * time.Microsecond,
+		StepBase:            10 * time.Millisecond,
+		StepPerSeq:          100 * time.Microsecond,
+		TimeScale:           1,
+		Seed:                1,
+		MetricsFormat:       FormatVLLMV1,
+		Engine:              "0",
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Model == "" {
+		errs = append(errs, errors.New("model must not be empty"))
+	}
+	if c.MaxNumSeqs < 1 {
+		errs = append(errs, fmt.Errorf("max-num-seqs must be at least 1, got %d", c.MaxNumSeqs))
+	}
+	if c.MaxNumBatchedTokens < c.MaxNumSeqs {
+		errs = append(errs, fmt.Errorf("max-num-batched-tokens (%d) must be at least max-num-seqs (%d)", c.MaxNumBatchedTokens, c.MaxNumSeqs))
+	}
+	if c.BlockSize < 1 {
+		errs = append(errs, fmt.Errorf("block-size must be at least 1, got %d", c.BlockSize))
+	}
+	if c.NumGPUBlocks < 1 {
+		errs = append(errs, fmt.Errorf("num-gpu-blocks must be at least 1, got %d", c.NumGPUBlocks))
+	}
+	if c.MaxModelLen < 2 {
+		errs = append(errs, fmt.Errorf("max-model-len must be at least 2, got %d", c.MaxModelLen))
+	}
+	if c.BlockSize >= 1 && c.NumGPUBlocks >= 1 && c.MaxModelLen > c.NumGPUBlocks*c.BlockSize {
+		errs = append(errs, fmt.Errorf("max-model-len (%d) must fit in the KV cache: num-gpu-blocks × block-size = %d tokens", c.MaxModelLen, c.NumGPUBlocks*c.BlockSize))
+	}
+	if c.DefaultMaxTokens < 1 || c.DefaultMaxTokens >= c.MaxModelLen {
+		errs = append(errs, fmt.Errorf("default-max-tokens must be in [1, max-model-len), got %d", c.DefaultMaxTokens))
+	}
+	if c.PrefillPerToken < 0 || c.StepPerSeq < 0 {
+		errs = append(errs, errors.New("prefill-time-per-token and decode-time-per-seq must not be negative"))
+	}
+	if c.StepBase <= 0 {
+		errs = append(errs, fmt.Errorf("decode-time-base must be positive, got %s", c.StepBase))
+	}
+	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
+		errs = append(errs, fmt.Errorf("time-scale must be a positive number, got %v", c.TimeScale))
+	}
+	if !validFormat(c.MetricsFormat) {
+		errs = append(errs, fmt.Errorf("metrics-format must be one of %v, got %q", Formats, c.MetricsFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func validFormat(f string) bool {
+	for _, v := range Formats {
+		if f == v {
+			return true
+		}
+	}
+	return false
+}
+
+// StepDuration is the simulated length of one engine step that schedules
+// seqs requests and computes prefillTokens prompt tokens (decode tokens are
+// counted in seqs):
+//
+//	StepBase + StepPerSeq × seqs + PrefillPerToken × prefillTokens
+func (c Config) StepDuration(seqs, prefillTokens int) time.Duration {
+	return c.StepBase + time.Duration(seqs)*c.StepPerSeq + time.Duration(prefillTokens)*c.PrefillPerToken
+}
+
+// MaxBatch is the largest batch the server sustains for requests of
+// promptLen prompt tokens and outputLen output tokens: max-num-seqs, unless
+// the KV cache holds fewer such requests at their full length.
+func (c Config) MaxBatch(promptLen, outputLen int) int {
+	perReq := blocksFor(promptLen+outputLen, c.BlockSize)
+	b := c.MaxNumSeqs
+	if perReq > 0 && c.NumGPUBlocks/perReq < b {
+		b = c.NumGPUBlocks / perReq
+	}
+	return b
+}
+
+// Capacity is the theoretical maximum sustainable arrival rate, in requests
+// per simulated second, for requests of promptLen prompt tokens and
+// outputLen output tokens. With B = MaxBatch(promptLen, outputLen) requests
+// in the batch, each request stays for outputLen steps (its prefill step
+// emits the first token), so B/outputLen requests start per step, and
+// a step lasts StepDuration(B, promptLen × B/outputLen):
+//
+//	capacity = B / (outputLen × (StepBase + StepPerSeq × B) + PrefillPerToken × promptLen × B)
+//
+// Multiply by TimeScale for requests per wall-clock second. It ignores the per-step token budget
+// (chunked prefill), which only matters when B + prefill tokens per step
+// exceed MaxNumBatchedTokens.
+func (c Config) Capacity(promptLen, outputLen int) float64 {
+	if promptLen < 1 || outputLen < 1 {
+		return 0
+	}
+	b := float64(c.MaxBatch(promptLen, outputLen))
+	if b < 1 {
+		return 0
+	}
+	step := float64(outputLen)*(c.StepBase.Seconds()+c.StepPerSeq.Seconds()*b) +
+		c.PrefillPerToken.Seconds()*float64(promptLen)*b
+	return b / step
+}
+
+func blocksFor(tokens, blockSize int) int {
+	if tokens <= 0 {
+		return 0
+	}
+	return (tokens + blockSize - 1) / blockSize
+}

@@ -1,0 +1,382 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Finish reasons, as in vLLM's finished_reason label and the OpenAI API.
+const (
+	ReasonLength = "length"
+	ReasonStop   = "stop"
+	ReasonAbort  = "abort"
+)
+
+// ErrStopped is returned by Submit once the engine has stopped.
+var ErrStopped = errors.New("engine stopped")
+
+// Engine is the simulated scheduler: a single goroutine (Run) that steps a
+// virtual clock, one continuous-batching step at a time, in the manner of
+// vLLM V1's scheduler. Submit and the Stream methods are safe for
+// concurrent use; all scheduling state belongs to the Run goroutine.
+type Engine struct {
+	cfg     Config
+	clock   Clock
+	rec     recorder
+	in      chan *seq
+	aborts  chan *seq
+	stopped chan struct{}
+
+	// Owned by the Run goroutine (or by a test driving step/commit).
+	waiting    []*seq // FIFO; preempted requests go back to the front
+	running    []*seq // scheduling order; the last is preempted first
+	usedBlocks int
+	sched      []scheduled
+}
+
+type scheduled struct {
+	s *seq
+	n int // tokens computed for s in this step
+}
+
+// seq is one request inside the engine.
+type seq struct {
+	prompt    int
+	maxTokens int
+
+	// Engine-owned.
+	computed    int           // tokens in the KV cache
+	blocks      int           // KV blocks held
+	arrival     time.Duration // simulated arrival time
+	firstSched  time.Duration // first time scheduled (end of queueing)
+	wasSched    bool
+	firstToken  time.Duration
+	lastToken   time.Duration
+	preemptions int
+	finished    bool
+
+	// Shared with the Stream reader.
+	mu        sync.Mutex
+	generated int
+	done      bool
+	reason    string
+	notify    chan struct{}
+	cancelled bool
+}
+
+// NewEngine returns an engine for a validated cfg that reports to rec
+// (nil: nothing). Start it with Run.
+func NewEngine(cfg Config, clock Clock, rec recorder) *Engine {
+	if rec == nil {
+		rec = nopRecorder{}
+	}
+	return &Engine{
+		cfg:     cfg,
+		clock:   clock,
+		rec:     rec,
+		in:      make(chan *seq, 4096),
+		aborts:  make(chan *seq, 4096),
+		stopped: make(chan struct{}),
+	}
+}
+
+// Stream is the caller's handle on a submitted request.
+type Stream struct {
+	e *Engine
+	s *seq
+}
+
+// Submit queues a request of promptTokens prompt tokens that generates
+// maxTokens tokens. The caller must Cancel the stream if it stops reading
+// before the request is done (Cancel after done is a no-op).
+func (e *Engine) Submit(ctx context.Context, promptTokens, maxTokens int) (*Stream, error) {
+	s := &seq{prompt: promptTokens, maxTokens: maxTokens, notify: make(chan struct{}, 1), arrival: e.clock.Now()}
+	select {
+	case e.in <- s:
+		return &Stream{e: e, s: s}, nil
+	case <-e.stopped:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Wait blocks until more than seen tokens have been generated or the request
+// is done, and returns the number generated so far, whether it is done and,
+// if so, its finish reason.
+func (st *Stream) Wait(ctx context.Context, seen int) (generated int, done bool, reason string, err error) {
+	for {
+		st.s.mu.Lock()
+		generated, done, reason = st.s.generated, st.s.done, st.s.reason
+		st.s.mu.Unlock()
+		if generated > seen || done {
+			return generated, done, reason, nil
+		}
+		select {
+		case <-st.s.notify:
+		case <-st.e.stopped:
+			return generated, false, "", ErrStopped
+		case <-ctx.Done():
+			return generated, false, "", ctx.Err()
+		}
+	}
+}
+
+// Cancel aborts the request if it is not done yet.
+func (st *Stream) Cancel() {
+	st.s.mu.Lock()
+	skip := st.s.done || st.s.cancelled
+	st.s.cancelled = true
+	st.s.mu.Unlock()
+	if skip {
+		return
+	}
+	select {
+	case st.e.aborts <- st.s:
+	case <-st.e.stopped:
+	}
+}
+
+// Run steps the engine until ctx is done. It returns nil on cancellation.
+func (e *Engine) Run(ctx context.Context) error {
+	defer close(e.stopped)
+	now := e.clock.Now()
+	for {
+		e.drain(now)
+		if len(e.running) == 0 && len(e.waiting) == 0 {
+			e.rec.state(0, 0, 0, e.cfg.NumGPUBlocks)
+			select {
+			case <-ctx.Done():
+				return nil
+			case s := <-e.in:
+				now = e.clock.Now()
+				e.enqueue(s, now)
+			case s := <-e.aborts:
+				e.abort(s, now)
+			}
+			continue
+		}
+		d := e.schedule(now)
+		end := now + d
+		if err := e.clock.SleepUntil(ctx, end); err != nil {
+			return nil
+		}
+		e.commit(end)
+		now = end
+	}
+}
+
+// drain takes in every request submitted or cancelled since the last step.
+func (e *Engine) drain(now time.Duration) {
+	for {
+		select {
+		case s := <-e.in:
+			e.enqueue(s, now)
+		case s := <-e.aborts:
+			e.abort(s, now)
+		default:
+			return
+		}
+	}
+}
+
+func (e *Engine) enqueue(s *seq, now time.Duration) {
+	s.mu.Lock()
+	cancelled := s.cancelled
+	s.mu.Unlock()
+	if cancelled {
+		e.finish(s, now, ReasonAbort)
+		return
+	}
+	if s.arrival > now {
+		s.arrival = now
+	}
+	e.waiting = append(e.waiting, s)
+}
+
+// abort removes s from the engine if it is still there.
+func (e *Engine) abort(s *seq, now time.Duration) {
+	if s.finished {
+		return
+	}
+	for i, r := range e.running {
+		if r == s {
+			e.running = append(e.running[:i], e.running[i+1:]...)
+			e.free(s)
+			e.finish(s, now, ReasonAbort)
+			return
+		}
+	}
+	for i, r := range e.waiting {
+		if r == s {
+			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
+			e.finish(s, now, ReasonAbort)
+			return
+		}
+	}
+}
+
+func (e *Engine) free(s *seq) {
+	e.usedBlocks -= s.blocks
+	s.blocks = 0
+	s.computed = 0
+}
+
+// schedule plans one step at simulated time now, like vLLM V1's scheduler:
+// running requests first, in order, each getting the tokens it still needs
+// within the step's token budget; when KV blocks run out, the last running
+// request is preempted (its KV freed, to be recomputed) and put back at the
+// front of the waiting queue. Waiting requests are admitted in FIFO order
+// only if nothing was preempted, while the batch, the token budget and the
+// KV cache allow. It returns the step's simulated duration.
+func (e *Engine) schedule(now time.Duration) time.Duration {
+	e.sched = e.sched[:0]
+	budget := e.cfg.MaxNumBatchedTokens
+	prefill := 0
+	preempted := false
+	for i := 0; i < len(e.running) && budget > 0; i++ {
+		s := e.running[i]
+		n := min(s.prompt+s.generated-s.computed, budget)
+		need := blocksFor(s.computed+n, e.cfg.BlockSize) - s.blocks
+		selfPreempted := false
+		for need > e.cfg.NumGPUBlocks-e.usedBlocks {
+			victim := e.running[len(e.running)-1]
+			e.running = e.running[:len(e.running)-1]
+			e.preempt(victim)
+			preempted = true
+			if victim == s {
+				selfPreempted = true
+				break
+			}
+		}
+		if selfPreempted {
+			break // s was the last running request
+		}
+		e.usedBlocks += need
+		s.blocks += need
+		e.sched = append(e.sched, scheduled{s: s, n: n})
+		budget -= n
+		if !(n == 1 && s.computed > 0) {
+			prefill += n
+		}
+	}
+	for !preempted && len(e.waiting) > 0 && len(e.running) < e.cfg.MaxNumSeqs && budget > 0 {
+		s := e.waiting[0]
+		n := min(s.prompt+s.generated-s.computed, budget)
+		need := blocksFor(n, e.cfg.BlockSize)
+		if need > e.cfg.NumGPUBlocks-e.usedBlocks {
+			break // head of line waits for KV blocks
+		}
+		e.waiting = e.waiting[1:]
+		e.running = append(e.running, s)
+		e.usedBlocks += need
+		s.blocks = need
+		if !s.wasSched {
+			s.wasSched = true
+			s.firstSched = now
+		}
+		e.sched = append(e.sched, scheduled{s: s, n: n})
+		budget -= n
+		prefill += n
+	}
+	return e.cfg.StepDuration(len(e.sched), prefill)
+}
+
+func (e *Engine) preempt(s *seq) {
+	e.free(s)
+	s.preemptions++
+	e.waiting = append([]*seq{s}, e.waiting...)
+	e.rec.preempted()
+}
+
+// commit applies the step planned by schedule, which ends at simulated time
+// t: computed tokens enter the KV cache, every request whose prompt (and
+// earlier output) is now fully computed emits one token, and requests that
+// reached max_tokens finish.
+func (e *Engine) commit(t time.Duration) {
+	tokens, genTokens, promptTokens := 0, 0, 0
+	for _, sc := range e.sched {
+		s := sc.s
+		tokens += sc.n
+		s.computed += sc.n
+		if s.computed < s.prompt+s.generated {
+			continue // chunked prefill not finished
+		}
+		s.mu.Lock()
+		s.generated++
+		gen := s.generated
+		s.mu.Unlock()
+		genTokens++
+		if gen == 1 {
+			s.firstToken = t
+			promptTokens += s.prompt
+			e.rec.firstToken(nonNeg(t - s.arrival))
+		} else {
+			e.rec.interToken(nonNeg(t - s.lastToken))
+		}
+		s.lastToken = t
+		if gen >= s.maxTokens {
+			e.finish(s, t, ReasonLength)
+		} else {
+			signal(s)
+		}
+	}
+	if len(e.sched) > 0 {
+		e.rec.step(tokens, promptTokens, genTokens)
+	}
+	kept := e.running[:0]
+	for _, s := range e.running {
+		if s.finished {
+			e.free(s)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(e.running[len(kept):])
+	e.running = kept
+	e.sched = e.sched[:0]
+	e.rec.state(len(e.running), len(e.waiting), e.usedBlocks, e.cfg.NumGPUBlocks)
+}
+
+// finish marks s done at t and records its latencies. Blocks are freed by
+// the caller.
+func (e *Engine) finish(s *seq, t time.Duration, reason string) {
+	s.finished = true
+	s.mu.Lock()
+	s.done = true
+	s.reason = reason
+	gen := s.generated
+	s.mu.Unlock()
+	signal(s)
+	f := finishedRequest{
+		reason:       reason,
+		promptTokens: s.prompt,
+		genTokens:    gen,
+		maxTokens:    s.maxTokens,
+		e2e:          nonNeg(t - s.arrival),
+	}
+	if s.wasSched {
+		f.queue = nonNeg(s.firstSched - s.arrival)
+		f.inference = nonNeg(s.lastToken - s.firstSched)
+	} else {
+		f.queue = nonNeg(t - s.arrival)
+	}
+	if gen > 0 {
+		f.prefill = nonNeg(s.firstToken - s.firstSched)
+		f.decode = nonNeg(s.lastToken - s.firstToken)
+	}
+	e.rec.finished(f)
+}
+
+func signal(s *seq) {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func nonNeg(d time.Duration) time.Duration {
+	return max(d, 0)
+}

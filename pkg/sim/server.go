@@ -1,0 +1,365 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+)
+
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 8 << 20
+
+// Server is one simulated model server: the engine, its metrics registry
+// and the HTTP API.
+type Server struct {
+	cfg     Config
+	engine  *Engine
+	reg     *prometheus.Registry
+	created int64 // unix seconds, for response bodies
+	ids     atomic.Uint64
+	mux     *http.ServeMux
+}
+
+// NewServer builds a server for a validated cfg on clock, with its own
+// metrics registry.
+func NewServer(cfg Config, clock Clock) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	now := time.Now()
+	m, err := NewMetrics(cfg, reg, now)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, engine: NewEngine(cfg, clock, m), reg: reg, created: now.Unix(), mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("POST /v1/completions", s.completions)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return s, nil
+}
+
+// Handler is the server's HTTP API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Engine is the server's scheduler; Run it before serving requests.
+func (s *Server) Engine() *Engine { return s.engine }
+
+// Serve runs the engine and serves HTTP on ln until ctx is done, then shuts
+// down gracefully: it stops accepting, lets in-flight requests finish for
+// up to drain, then stops the engine.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	engineCtx, stopEngine := context.WithCancel(context.Background())
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- s.engine.Run(engineCtx) }()
+
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- hs.Serve(ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+		klog.InfoS("Shutting down", "address", ln.Addr().String(), "drain", drain)
+		sctx, cancel := context.WithTimeout(context.Background(), drain)
+		if serr := hs.Shutdown(sctx); serr != nil {
+			klog.InfoS("Drain timed out, closing open connections", "err", serr)
+			_ = hs.Close()
+		}
+		cancel()
+		<-serveDone
+	case err = <-serveDone:
+		err = fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
+	}
+	stopEngine()
+	<-engineDone
+	return err
+}
+
+// apiError is the body vLLM's OpenAI server returns for an error.
+type apiError struct {
+	Error apiErrorInfo `json:"error"`
+}
+
+type apiErrorInfo struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    int     `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	typ := "BadRequestError"
+	switch code {
+	case http.StatusNotFound:
+		typ = "NotFoundError"
+	case http.StatusServiceUnavailable:
+		typ = "ServiceUnavailableError"
+	case http.StatusInternalServerError:
+		typ = "InternalServerError"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(apiError{Error: apiErrorInfo{Message: msg, Type: typ, Code: code}})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.cfg.Model, "object": "model", "created": s.created, "owned_by": "vllm",
+			"root": s.cfg.Model, "parent": nil, "max_model_len": s.cfg.MaxModelLen,
+		}},
+	})
+}
+
+// commonRequest holds the fields both endpoints share.
+type commonRequest struct {
+	Model               string `json:"model"`
+	MaxTokens           *int   `json:"max_tokens"`
+	MaxCompletionTokens *int   `json:"max_completion_tokens"`
+	N                   *int   `json:"n"`
+	Stream              bool   `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type completionRequest struct {
+	commonRequest
+	Prompt json.RawMessage `json:"prompt"`
+}
+
+type chatRequest struct {
+	commonRequest
+	Messages []chatMessage `json:"messages"`
+}
+
+// decode reads a JSON body into v, answering 400 on failure.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("reading request body: %v", err))
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid JSON body: %v", err))
+		return false
+	}
+	return true
+}
+
+// validate checks the shared fields and returns the output length.
+func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (int, bool) {
+	if c.Model != "" && c.Model != s.cfg.Model {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", c.Model))
+		return 0, false
+	}
+	if c.N != nil && *c.N != 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("n must be 1 in inference-sim, got %d.", *c.N))
+		return 0, false
+	}
+	maxTokens := s.cfg.DefaultMaxTokens
+	if c.MaxCompletionTokens != nil {
+		maxTokens = *c.MaxCompletionTokens
+	}
+	if c.MaxTokens != nil {
+		maxTokens = *c.MaxTokens
+	}
+	if maxTokens < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens))
+		return 0, false
+	}
+	if prompt+maxTokens > s.cfg.MaxModelLen {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			s.cfg.MaxModelLen, prompt+maxTokens, prompt, maxTokens))
+		return 0, false
+	}
+	return maxTokens, true
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	prompt, err := promptTokens(req.Prompt)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	maxTokens, ok := s.validate(w, &req.commonRequest, prompt)
+	if !ok {
+		return
+	}
+	s.generate(w, r, &req.commonRequest, prompt, maxTokens, false)
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	prompt, err := chatTokens(req.Messages)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	maxTokens, ok := s.validate(w, &req.commonRequest, prompt)
+	if !ok {
+		return
+	}
+	s.generate(w, r, &req.commonRequest, prompt, maxTokens, true)
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// generate submits the request to the engine and writes the answer, as
+// server-sent events (one per generated token) or as one JSON body.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *commonRequest, prompt, maxTokens int, chat bool) {
+	ctx := r.Context()
+	st, err := s.engine.Submit(ctx, prompt, maxTokens)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("engine unavailable: %v", err))
+		return
+	}
+	defer st.Cancel()
+	id := s.ids.Add(1)
+	if c.Stream {
+		includeUsage := c.StreamOptions != nil && c.StreamOptions.IncludeUsage
+		s.stream(ctx, w, st, id, prompt, chat, includeUsage)
+		return
+	}
+	gen, reason, err := waitDone(ctx, st)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("request not completed: %v", err))
+		return
+	}
+	text := make([]byte, 0, gen*6)
+	for i := range gen {
+		text = append(text, tokenText(s.cfg.Seed, i)...)
+	}
+	u := usage{PromptTokens: prompt, CompletionTokens: gen, TotalTokens: prompt + gen}
+	if chat {
+		writeJSON(w, map[string]any{
+			"id": fmt.Sprintf("chatcmpl-%d", id), "object": "chat.completion", "created": time.Now().Unix(), "model": s.cfg.Model,
+			"choices": []map[string]any{{
+				"index": 0, "message": map[string]any{"role": "assistant", "content": string(text)},
+				"logprobs": nil, "finish_reason": reason, "stop_reason": nil,
+			}},
+			"usage": u,
+		})
+		return
+	}
+	writeJSON(w, map[string]any{
+		"id": fmt.Sprintf("cmpl-%d", id), "object": "text_completion", "created": time.Now().Unix(), "model": s.cfg.Model,
+		"choices": []map[string]any{{"index": 0, "text": string(text), "logprobs": nil, "finish_reason": reason, "stop_reason": nil}},
+		"usage":   u,
+	})
+}
+
+func waitDone(ctx context.Context, st *Stream) (int, string, error) {
+	seen := 0
+	for {
+		gen, done, reason, err := st.Wait(ctx, seen)
+		if err != nil {
+			return 0, "", err
+		}
+		if done {
+			return gen, reason, nil
+		}
+		seen = gen
+	}
+}
+
+// stream writes one server-sent event per generated token, then a usage
+// event if asked, then [DONE]. Events are built by appending to one buffer
+// from precomputed JSON fragments.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *Stream, id uint64, prompt int, chat, includeUsage bool) {
+	flusher, _ := w.(http.Flusher)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+
+	model, _ := json.Marshal(s.cfg.Model)
+	created := strconv.FormatInt(time.Now().Unix(), 10)
+	var head, tokenPre, tokenPost string
+	if chat {
+		head = `data: {"id":"chatcmpl-` + strconv.FormatUint(id, 10) + `","object":"chat.completion.chunk","created":` + created + `,"model":` + string(model) + `,"choices":[`
+		tokenPre = `{"index":0,"delta":{"content":"`
+		tokenPost = `"},"logprobs":null,"finish_reason":`
+	} else {
+		head = `data: {"id":"cmpl-` + strconv.FormatUint(id, 10) + `","object":"text_completion","created":` + created + `,"model":` + string(model) + `,"choices":[`
+		tokenPre = `{"index":0,"text":"`
+		tokenPost = `","logprobs":null,"finish_reason":`
+	}
+	buf := make([]byte, 0, 1024)
+	if chat {
+		buf = append(buf, head...)
+		buf = append(buf, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	}
+	sent := 0
+	for {
+		gen, done, reason, err := st.Wait(ctx, sent)
+		if err != nil {
+			return // client gone or engine stopped; Cancel aborts the request
+		}
+		for ; sent < gen; sent++ {
+			buf = append(buf, head...)
+			buf = append(buf, tokenPre...)
+			buf = append(buf, tokenText(s.cfg.Seed, sent)...)
+			buf = append(buf, tokenPost...)
+			if done && sent == gen-1 {
+				buf = append(buf, '"')
+				buf = append(buf, reason...)
+				buf = append(buf, '"')
+			} else {
+				buf = append(buf, "null"...)
+			}
+			buf = append(buf, "}]}\n\n"...)
+		}
+		if done {
+			if includeUsage {
+				u, _ := json.Marshal(usage{PromptTokens: prompt, CompletionTokens: gen, TotalTokens: prompt + gen})
+				buf = append(buf, head...)
+				buf = append(buf, `],"usage":`...)
+				buf = append(buf, u...)
+				buf = append(buf, "}\n\n"...)
+			}
+			buf = append(buf, "data: [DONE]\n\n"...)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		buf = buf[:0]
+		if done {
+			return
+		}
+	}
+}
