@@ -346,11 +346,12 @@ func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace stri
 	return &custom_metrics.MetricValueList{Items: items}, nil
 }
 
+func (p *Provider) windowSeconds() int64 {
+	return max(1, int64(math.Ceil(p.cfg.Window.Seconds())))
+}
+
 func (p *Provider) value(info cmprovider.CustomMetricInfo, sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) custom_metrics.MetricValue {
-	window := int64(math.Ceil(p.cfg.Window.Seconds()))
-	if window < 1 {
-		window = 1
-	}
+	window := p.windowSeconds()
 	mv := custom_metrics.MetricValue{
 		DescribedObject: obj,
 		Metric:          custom_metrics.MetricIdentifier{Name: sig.Name()},

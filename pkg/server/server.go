@@ -100,6 +100,9 @@ func Run(ctx context.Context, cfg *Config) error {
 		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)
+	if cfg.EnableExternal {
+		cfg.Adapter.WithExternalMetrics(p.External())
+	}
 
 	srv, err := cfg.Adapter.Server()
 	if err != nil {
