@@ -73,6 +73,7 @@ func Run(ctx context.Context, cfg *Config) error {
 
 	reg := kubeRegisterer{}
 	st := store.New()
+	reg.MustRegister(store.NewCollector(st, cfg.MaxAge, clk.Now))
 	scraper, err := scrape.NewManager(cfg.Scrape, st, reg)
 	if err != nil {
 		return fmt.Errorf("setting up the scraper: %w", err)

@@ -40,6 +40,11 @@ var statusNames = [...]string{OK: "ok", NotScraped: "not scraped yet", Failed: "
 
 func (s Status) String() string { return statusNames[s] }
 
+var statusLabels = [...]string{OK: "ok", NotScraped: "not_scraped", Failed: "failed", Absent: "absent", Stale: "stale"}
+
+// Label returns the status as a metric label value, e.g. "not_scraped".
+func (s Status) Label() string { return statusLabels[s] }
+
 // ModelMatcher picks the models a query covers; nil matches every model.
 type ModelMatcher func(model string) bool
 

@@ -2,9 +2,12 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
@@ -102,5 +105,26 @@ func TestRetain(t *testing.T) {
 	s.Retain(func(p types.NamespacedName) bool { return p == a })
 	if !s.Scraped(a) || s.Scraped(b) || s.Len() != 1 {
 		t.Fatalf("retain kept the wrong pods: a=%v b=%v len=%d", s.Scraped(a), s.Scraped(b), s.Len())
+	}
+}
+
+func TestCollector(t *testing.T) {
+	s := New()
+	t0 := time.Unix(1000, 0)
+	s.Record(types.NamespacedName{Namespace: "ns", Name: "ok"}, t0, &parse.Page{}, nil)
+	s.Record(types.NamespacedName{Namespace: "ns", Name: "old"}, t0.Add(-time.Minute), &parse.Page{}, nil)
+	s.Record(types.NamespacedName{Namespace: "ns", Name: "bad"}, t0, nil, errors.New("refused"))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(s, 15*time.Second, func() time.Time { return t0 }))
+	want := `
+# HELP inference_metrics_adapter_pods Target pods by the status of their latest model-server sample: ok, stale (older than --max-age), failed (latest scrape failed), not_scraped (not scraped yet).
+# TYPE inference_metrics_adapter_pods gauge
+inference_metrics_adapter_pods{status="failed"} 1
+inference_metrics_adapter_pods{status="not_scraped"} 0
+inference_metrics_adapter_pods{status="ok"} 1
+inference_metrics_adapter_pods{status="stale"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
 	}
 }

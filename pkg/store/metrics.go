@@ -1,0 +1,58 @@
+package store
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Counts returns how many pods' model-server samples are in each status as
+// of now: fresh, stale, failed, or never scraped.
+func (s *Store) Counts(now time.Time, maxAge time.Duration) map[Status]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[Status]int{OK: 0, NotScraped: 0, Failed: 0, Stale: 0}
+	for _, e := range s.pods {
+		sv := &e.serving
+		switch {
+		case sv.at.IsZero():
+			out[NotScraped]++
+		case sv.err != nil:
+			out[Failed]++
+		case now.Sub(sv.at) > maxAge:
+			out[Stale]++
+		default:
+			out[OK]++
+		}
+	}
+	return out
+}
+
+// Collector exports the store's pod counts by status as
+// inference_metrics_adapter_pods{status}, read at collection time.
+type Collector struct {
+	store  *Store
+	maxAge time.Duration
+	now    func() time.Time
+	desc   *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a collector over s.
+func NewCollector(s *Store, maxAge time.Duration, now func() time.Time) *Collector {
+	return &Collector{store: s, maxAge: maxAge, now: now, desc: prometheus.NewDesc(
+		"inference_metrics_adapter_pods",
+		"Target pods by the status of their latest model-server sample: ok, stale (older than --max-age), failed (latest scrape failed), not_scraped (not scraped yet).",
+		[]string{"status"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for st, n := range c.store.Counts(c.now(), c.maxAge) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), st.Label())
+	}
+}
