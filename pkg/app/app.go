@@ -1,5 +1,6 @@
 // Package app is the adapter's command: flags, then options.Validate, then
-// options.Config, then server.Run until SIGTERM or SIGINT.
+// options.Config, then server.Run until SIGTERM or SIGINT; and its contrast
+// subcommand, which prints GPU activity next to the serving signals.
 package app
 
 import (
@@ -31,11 +32,14 @@ func NewFlagSet(o *options.Options) *pflag.FlagSet {
 
 // Main runs the adapter with args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "contrast" {
+		return contrastMain(args[1:], stdout, stderr)
+	}
 	o := options.NewOptions()
 	fs := NewFlagSet(o)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: inference-metrics-adapter [flags]\n\nServes inference servers' queue size, batch size and KV-cache usage through custom.metrics.k8s.io.\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(stdout, "Usage: inference-metrics-adapter [flags]\n       inference-metrics-adapter contrast -n NAMESPACE -l SELECTOR [flags]\n\nServes inference servers' queue size, batch size and KV-cache usage through custom.metrics.k8s.io.\nThe contrast command shows GPU activity next to those signals, per pod.\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
