@@ -1,0 +1,23 @@
+// Command inference-sim is a vLLM-compatible model server simulator: it
+// speaks the OpenAI completions API, queues and batches like vLLM's
+// scheduler on a virtual clock, and serves vLLM's /metrics. See
+// docs/inference-sim.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inference-sim:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+)
+
+// options are the command-line flags of inference-sim.
+type options struct {
+	listen          string
+	shutdownTimeout time.Duration
+	sim             sim.Config
+}
+
+func newOptions() *options {
+	return &options{listen: "127.0.0.1:8000", shutdownTimeout: 10 * time.Second, sim: sim.DefaultConfig()}
+}
+
+func (o *options) flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("inference-sim", pflag.ContinueOnError)
+	fs.SortFlags = false
+	c := &o.sim
+	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the OpenAI API and /metrics on, host:port (e.g. 127.0.0.5:8000).")
+	fs.StringVar(&c.Model, "model", c.Model, "Served model name: the API's model id and the metrics' model_name label.")
+	fs.StringVar(&c.MetricsFormat, "metrics-format", c.MetricsFormat, "Shape of /metrics: one of "+strings.Join(sim.Formats, ", ")+".")
+	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "Maximum number of requests in the running batch.")
+	fs.IntVar(&c.MaxNumBatchedTokens, "max-num-batched-tokens", c.MaxNumBatchedTokens, "Token budget of one engine step (decode tokens plus prefill chunks).")
+	fs.IntVar(&c.NumGPUBlocks, "num-gpu-blocks", c.NumGPUBlocks, "KV-cache budget in blocks.")
+	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "Tokens per KV-cache block.")
+	fs.IntVar(&c.MaxModelLen, "max-model-len", c.MaxModelLen, "Maximum prompt plus output tokens of one request; also sets the token histograms' buckets.")
+	fs.IntVar(&c.DefaultMaxTokens, "default-max-tokens", c.DefaultMaxTokens, "Output length of a request that sets no max_tokens.")
+	fs.DurationVar(&c.PrefillPerToken, "prefill-time-per-token", c.PrefillPerToken, "Step time added per prompt token computed in the step.")
+	fs.DurationVar(&c.StepBase, "decode-time-base", c.StepBase, "Fixed time of one engine step.")
+	fs.DurationVar(&c.StepPerSeq, "decode-time-per-seq", c.StepPerSeq, "Step time added per request in the step's batch.")
+	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "Run simulated time this many times faster than the wall clock; metrics stay in simulated seconds.")
+	fs.Int64Var(&c.Seed, "seed", c.Seed, "Seed of the generated text.")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "On SIGTERM or SIGINT, how long to let in-flight requests finish.")
+	return fs
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(o.listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen: %w", err))
+	}
+	if o.shutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown-timeout must not be negative, got %s", o.shutdownTimeout))
+	}
+	if err := o.sim.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// run parses args, validates them and serves until ctx is done.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	o := newOptions()
+	fs := o.flags()
+	fs.SetOutput(stdout)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	srv, err := sim.NewServer(o.sim, sim.NewScaledClock(o.sim.TimeScale))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	klog.InfoS("Serving", "address", ln.Addr().String(), "model", o.sim.Model, "metricsFormat", o.sim.MetricsFormat,
+		"timeScale", o.sim.TimeScale, "capacityAt512x128", o.sim.Capacity(512, 128))
+	return srv.Serve(ctx, ln, o.shutdownTimeout)
+}

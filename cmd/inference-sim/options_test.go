@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // empty: valid
+	}{
+		{"defaults", nil, ""},
+		{"many instances on loopback", []string{"--listen", "127.0.0.5:8000", "--time-scale", "10"}, ""},
+		{"bad listen", []string{"--listen", "127.0.0.5"}, "listen"},
+		{"zero batch", []string{"--max-num-seqs", "0"}, "max-num-seqs must be at least 1"},
+		{"budget below batch", []string{"--max-num-seqs", "64", "--max-num-batched-tokens", "32"}, "max-num-batched-tokens (32) must be at least max-num-seqs (64)"},
+		{"model longer than the KV cache", []string{"--num-gpu-blocks", "10", "--max-model-len", "1000", "--default-max-tokens", "10"}, "must fit in the KV cache"},
+		{"negative time scale", []string{"--time-scale", "-1"}, "time-scale must be a positive number"},
+		{"unknown format", []string{"--metrics-format", "triton"}, `metrics-format must be one of [vllm-v1 vllm-v0 tgi sglang], got "triton"`},
+		{"zero step", []string{"--decode-time-base", "0s"}, "decode-time-base must be positive"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOptions()
+			if err := o.flags().Parse(tc.args); err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			err := o.validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunRejectsBadFlagsBeforeListening(t *testing.T) {
+	var out strings.Builder
+	err := run(context.Background(), []string{"--max-num-seqs", "0", "--listen", "127.0.0.1:1"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "max-num-seqs") {
+		t.Errorf("run = %v, want the validation error", err)
+	}
+}
+
+// TestDocsListTheFlags fails when docs/inference-sim.md's flag block
+// differs from --help.
+func TestDocsListTheFlags(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/inference-sim.md")
+	if err != nil {
+		t.Fatalf("reading docs: %v", err)
+	}
+	_, after, ok := strings.Cut(string(doc), "<!-- inference-sim flags -->\n```\n")
+	if !ok {
+		t.Fatalf("docs have no inference-sim flags block")
+	}
+	block, _, _ := strings.Cut(after, "```")
+	if want := newOptions().flags().FlagUsages(); block != want {
+		t.Errorf("docs flag block differs from --help; want:\n%s\ngot:\n%s", want, block)
+	}
+}

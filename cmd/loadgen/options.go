@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+)
+
+// options are the command-line flags of loadgen.
+type options struct {
+	url, model, endpoint string
+	rate                 float64
+	duration             time.Duration
+	schedule             string
+	promptLen, outputLen string
+	seed                 uint64
+	timeScale            float64
+	maxInFlight          int
+	requestTimeout       time.Duration
+}
+
+func newOptions() *options {
+	return &options{
+		url: "http://127.0.0.1:8000", model: "meta-llama/Llama-3.1-8B-Instruct", endpoint: loadgen.EndpointCompletions,
+		rate: 1, duration: 30 * time.Second, promptLen: "512", outputLen: "128", seed: 1, timeScale: 1,
+		maxInFlight: 10000, requestTimeout: 10 * time.Minute,
+	}
+}
+
+func (o *options) flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("loadgen", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.url, "url", o.url, "Base URL of the OpenAI-compatible server.")
+	fs.StringVar(&o.model, "model", o.model, "Model name sent in each request.")
+	fs.StringVar(&o.endpoint, "endpoint", o.endpoint, "API to drive: completions or chat.")
+	fs.Float64Var(&o.rate, "rate", o.rate, "Poisson arrival rate, requests per second (ignored with --schedule).")
+	fs.DurationVar(&o.duration, "duration", o.duration, "How long to send at --rate (ignored with --schedule).")
+	fs.StringVar(&o.schedule, "schedule", o.schedule, "Rate schedule RATE:DURATION[,RATE:DURATION...], e.g. 5:30s,20:1m.")
+	fs.StringVar(&o.promptLen, "prompt-len", o.promptLen, "Prompt length in tokens: N, uniform:MIN:MAX, exp:MEAN[:MAX] or normal:MEAN:STDDEV.")
+	fs.StringVar(&o.outputLen, "output-len", o.outputLen, "Output length in tokens (sent as max_tokens), same forms as --prompt-len.")
+	fs.Uint64Var(&o.seed, "seed", o.seed, "Seed of arrival times and lengths.")
+	fs.Float64Var(&o.timeScale, "time-scale", o.timeScale, "The server's --time-scale: send that much faster and report latencies in the server's time.")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Most concurrent requests; arrivals beyond it are dropped and counted.")
+	fs.DurationVar(&o.requestTimeout, "request-timeout", o.requestTimeout, "Wall-clock limit of one request.")
+	return fs
+}
+
+// config validates the options and turns them into a load configuration.
+func (o *options) config() (loadgen.Config, error) {
+	var errs []error
+	sched := []loadgen.Phase{{Rate: o.rate, Duration: o.duration}}
+	if o.schedule != "" {
+		s, err := loadgen.ParseSchedule(o.schedule)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("schedule: %w", err))
+		}
+		sched = s
+	} else if o.rate < 0 || o.duration <= 0 {
+		errs = append(errs, fmt.Errorf("rate must not be negative and duration must be positive, got %v and %s", o.rate, o.duration))
+	}
+	prompt, err := loadgen.ParseDist(o.promptLen)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("prompt-len: %w", err))
+	}
+	output, err := loadgen.ParseDist(o.outputLen)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("output-len: %w", err))
+	}
+	c := loadgen.Config{
+		URL: o.url, Model: o.model, Endpoint: o.endpoint, Schedule: sched,
+		PromptLen: prompt, OutputLen: output, Seed: o.seed, TimeScale: o.timeScale,
+		MaxInFlight: o.maxInFlight, RequestTimeout: o.requestTimeout,
+	}
+	if len(errs) == 0 {
+		if err := c.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	o := newOptions()
+	fs := o.flags()
+	fs.SetOutput(stdout)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	rep, err := loadgen.Run(ctx, cfg)
+	if rep != nil {
+		if werr := loadgen.Summarize(rep).Write(stdout); werr != nil {
+			return werr
+		}
+		_, _ = fmt.Fprintf(stdout, "wall time %s\n", rep.Wall.Round(time.Millisecond))
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
