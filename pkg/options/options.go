@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/serverconfig"
 )
 
 // Options are the adapter's settings, as set by flags.
@@ -36,6 +38,10 @@ type Options struct {
 	GPUAgentNamespace  string
 	EnableExternal     bool
 	ScrapeGzip         bool
+	ServerConfig       string
+
+	// servers is the --server-config file as loaded by Validate.
+	servers *parse.Servers
 }
 
 // NewOptions returns options holding the defaults.
@@ -67,6 +73,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
 	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
 	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods. Empty means any watched namespace. With --namespaces, this namespace is watched too.")
+	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
 	o.Adapter.FlagSet = fs
 	o.Adapter.InstallFlags()
@@ -110,6 +117,14 @@ func (o *Options) Validate() error {
 	if o.Adapter.RemoteKubeConfigFile != "" && o.Kubeconfig != "" && o.Adapter.RemoteKubeConfigFile != o.Kubeconfig {
 		errs = append(errs, fmt.Errorf("--kubeconfig and --lister-kubeconfig name different files; set one"))
 	}
+	o.servers = nil
+	if o.ServerConfig != "" {
+		servers, err := serverconfig.Load(o.ServerConfig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--server-config: %w", err))
+		}
+		o.servers = servers
+	}
 	if errList := o.Adapter.CustomMetricsAdapterServerOptions.Validate(); len(errList) > 0 {
 		errs = append(errs, errList...)
 	}
@@ -129,6 +144,13 @@ func (o *Options) Config() (*server.Config, error) {
 		}
 		agentSel = sel
 	}
+	servers := o.servers
+	if servers == nil && o.ServerConfig != "" { // Validate was not called
+		var err error
+		if servers, err = serverconfig.Load(o.ServerConfig); err != nil {
+			return nil, fmt.Errorf("--server-config: %w", err)
+		}
+	}
 	namespaces := o.Namespaces
 	if len(namespaces) > 0 && agentSel != nil && o.GPUAgentNamespace != "" && !slices.Contains(namespaces, o.GPUAgentNamespace) {
 		// The agents' pods must be watched to be found.
@@ -143,6 +165,7 @@ func (o *Options) Config() (*server.Config, error) {
 			Concurrency: o.ScrapeConcurrency,
 			Jitter:      1,
 			RequestGzip: o.ScrapeGzip,
+			Servers:     servers,
 		},
 		MaxAge:             o.MaxAge,
 		Namespaces:         namespaces,

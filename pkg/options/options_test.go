@@ -1,6 +1,8 @@
 package options
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +80,63 @@ func TestConfig(t *testing.T) {
 	}
 	if cfg.GPUAgentSelector == nil || cfg.GPUAgentSelector.String() != "app.kubernetes.io/name=inference-metrics-adapter-gpu-agent" {
 		t.Errorf("agent selector %v", cfg.GPUAgentSelector)
+	}
+}
+
+func TestServerConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	for path, body := range map[string]string{
+		good: "servers:\n  - name: my-server\n    queue: {series: my_queue}\n",
+		bad:  "servers:\n  - name: my-server\n    queue: {series: my_queue}\n    kv: {series: my_kv}\n",
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name       string
+		args       []string
+		wantErr    []string
+		wantCustom string // a custom server the config must know
+	}{
+		{name: "no file", args: nil},
+		{name: "good file", args: []string{"--server-config=" + good}, wantCustom: "my-server"},
+		{name: "unknown key, with its line", args: []string{"--server-config=" + bad}, wantErr: []string{"--server-config: " + bad + `:4: unknown key "kv"`}},
+		{name: "missing file", args: []string{"--server-config=" + filepath.Join(dir, "nope.yaml")}, wantErr: []string{"--server-config: reading server config", "nope.yaml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error, want %q", tc.wantErr)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := o.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ok := cfg.Scrape.Servers.ByName(tc.wantCustom)
+			if tc.wantCustom == "" && cfg.Scrape.Servers.Custom() != 0 || tc.wantCustom != "" && !ok {
+				t.Errorf("scrape config knows %d custom servers; want %q", cfg.Scrape.Servers.Custom(), tc.wantCustom)
+			}
+		})
 	}
 }

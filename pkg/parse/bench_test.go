@@ -8,8 +8,9 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// BenchmarkParse compares, per fixture and in one run, this Parser with
-// expfmt's TextParser (what most exporters and adapters use) and with
+// BenchmarkParse compares, per fixture and in one run, this Parser (also
+// with the custom table of testServers, to show what custom names cost a
+// built-in page) with expfmt's TextParser (what most exporters and adapters use) and with
 // bytes.Count of newlines over the page (a floor: one pass, no work).
 // Pages lacking a final newline get one, as a live server would send.
 func BenchmarkParse(b *testing.B) {
@@ -20,6 +21,19 @@ func BenchmarkParse(b *testing.B) {
 		}
 		b.Run(name+"/parser", func(b *testing.B) {
 			p := NewParser()
+			if _, err := p.Parse(page); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Parse(page); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/parser-custom-table", func(b *testing.B) {
+			p := NewParserFor(testServers(b))
 			if _, err := p.Parse(page); err != nil {
 				b.Fatal(err)
 			}

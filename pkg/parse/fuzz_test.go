@@ -3,6 +3,7 @@ package parse
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -39,49 +40,92 @@ func FuzzParse(f *testing.F) {
 		"<html>502</html>",
 		"tgi_queue_size 1\nab\x00",
 		"vllm:num_requests_running{model_name=\"m} 1\n",
+		// For the custom table of fuzzServers.
+		"q{model=\"a\"} 3\nq{model=\"b\"} 1e308\nq{model=\"b\"} 1e308\nmy_server_slots_fill{model=\"a\"} 0.5\n",
+		"reqs{state=\"running\",kind=\"x\",model=\"a\"} 4\nreqs{state=\"running\",model=\"a\"} 9\nreqs{state=\"kv\",model=\"a\"} 0.25\nreqs{state=\"kv\",kind=\"x\"} 0.75\n",
+		"my_kv_perc{model_name=\"m\"} 42\nvllm:num_requests_waiting{model_name=\"m\"} 1\n",
+		"my_kv_perc{model_name=\"m\"} 42\nreqs{model=\"m\",state=\"kv\"} 0.5\nq 1\n",
 	} {
 		f.Add([]byte(s))
 	}
 	other := readFixture(f, "vllm-v1.prom")
+	custom := fuzzServers(f)
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p := NewParser()
-		got, err := p.Parse(data)
-		var first Page
-		if err == nil {
-			first = clonePage(got)
-			checkPage(t, data, first)
-		}
-
-		// Deterministic, and independent of what the parser parsed before.
-		if _, err := p.Parse(other); err != nil {
-			t.Fatalf("fixture: %v", err)
-		}
-		again, err2 := p.Parse(data)
-		if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
-			t.Fatalf("errors differ between runs: %v / %v", err, err2)
-		}
-		if err != nil {
-			return
-		}
-		if d := diffPage(first, *again); d != "" {
-			t.Fatalf("second run differs (-first +second):\n%s", d)
-		}
+		builtin := fuzzOne(t, data, nil, other)
+		withCustom := fuzzOne(t, data, custom, other)
 
 		// Each server's answer agrees with expfmt, where expfmt reads the page.
-		checkAgainstExpfmt(t, data)
+		checkAgainstExpfmt(t, data, custom)
 
-		// Parsing as the detected server gives the same answer.
-		if first.Server != Unknown {
-			as, err := NewParser().ParseAs(data, first.Server)
-			if err != nil {
-				t.Fatalf("ParseAs(%s): %v, but Parse succeeded", first.Server, err)
-			}
-			if d := diffPage(first, *as); d != "" {
-				t.Fatalf("ParseAs(%s) differs from Parse (-Parse +ParseAs):\n%s", first.Server, d)
+		// A custom table never changes what a page with built-in series says.
+		if builtin != nil && withCustom != nil && int(withCustom.Server) < numBuiltin {
+			if d := diffPage(*builtin, *withCustom); d != "" {
+				t.Fatalf("the custom table changed a built-in answer (-built-in +custom):\n%s", d)
 			}
 		}
 	})
+}
+
+// fuzzServers is the custom table of the fuzz target: a name shorter than 8
+// bytes with a scale, one name carrying two signals told apart by label
+// filters (two keys), and a server that shares a name with vLLM.
+func fuzzServers(tb testing.TB) *Servers {
+	tb.Helper()
+	s, err := NewServers([]CustomServer{
+		{Name: "short", ModelLabel: "model",
+			Queue:     Series{Name: "q", Scale: 0.5},
+			Batch:     Series{Name: "reqs", Labels: map[string]string{"state": "running", "kind": "x"}},
+			KVCache:   Series{Name: "reqs", Labels: map[string]string{"state": "kv"}},
+			BatchFill: Series{Name: "my_server_slots_fill"}},
+		{Name: "vllm-like", ModelLabel: "model_name",
+			Queue:   Series{Name: "vllm:num_requests_waiting"},
+			KVCache: Series{Name: "my_kv_perc", Scale: 0.01}},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// fuzzOne checks one parser (built-in servers when servers is nil) on data
+// and returns its page, or nil when the page is an error.
+func fuzzOne(t *testing.T, data []byte, servers *Servers, other []byte) *Page {
+	t.Helper()
+	p := NewParserFor(servers)
+	got, err := p.Parse(data)
+	var first Page
+	if err == nil {
+		first = clonePage(got)
+		checkPage(t, data, first)
+	}
+
+	// Deterministic, and independent of what the parser parsed before.
+	if _, err := p.Parse(other); err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	again, err2 := p.Parse(data)
+	if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+		t.Fatalf("errors differ between runs: %v / %v", err, err2)
+	}
+	if err != nil {
+		return nil
+	}
+	if d := diffPage(first, *again); d != "" {
+		t.Fatalf("second run differs (-first +second):\n%s", d)
+	}
+
+	// Parsing as the detected server gives the same answer.
+	if first.Server != Unknown {
+		as, err := NewParserFor(servers).ParseAs(data, first.Server)
+		if err != nil {
+			t.Fatalf("ParseAs(%s): %v, but Parse succeeded", servers.Name(first.Server), err)
+		}
+		if d := diffPage(first, *as); d != "" {
+			t.Fatalf("ParseAs(%s) differs from Parse (-Parse +ParseAs):\n%s", servers.Name(first.Server), d)
+		}
+	}
+	return &first
 }
 
 // checkPage asserts what holds for any successfully parsed page.
@@ -109,6 +153,9 @@ func checkPage(t *testing.T, data []byte, pg Page) {
 			if ok && (math.IsNaN(v) || math.IsInf(v, 0) && (s == sKV || s == sFill)) {
 				t.Fatalf("model %q: %s = %v", mod.Name, s, v)
 			}
+		}
+		if int(pg.Server) >= numBuiltin {
+			continue // custom tables scale values; checkAgainstExpfmt covers them
 		}
 		// KV is a max, so it is one of the numbers the page said.
 		if v, ok := mod.Value(sKV); ok && !numbers[v] {
@@ -140,9 +187,13 @@ func pageNumbers(data []byte) map[float64]bool {
 // aggregation done over expfmt's reading of the page, when expfmt reads it
 // and the page is in the common subset of both (no "# EOF", no NUL bytes,
 // wanted families typed gauge, counter or untyped).
-func checkAgainstExpfmt(t *testing.T, data []byte) {
+func checkAgainstExpfmt(t *testing.T, data []byte, servers *Servers) {
 	t.Helper()
 	if bytes.IndexByte(data, 0) >= 0 || bytes.Contains(data, []byte("# EOF")) {
+		return
+	}
+	ds := servers.all()
+	if nameRunsIntoValue(data, ds) {
 		return
 	}
 	tp := expfmt.NewTextParser(model.UTF8Validation)
@@ -150,12 +201,12 @@ func checkAgainstExpfmt(t *testing.T, data []byte) {
 	if err != nil {
 		return
 	}
-	for s := VLLMV1; int(s) < len(dialects); s++ {
-		want, ok := referencePage(fams, s)
+	for s := VLLMV1; int(s) < len(ds); s++ {
+		want, ok := referencePage(fams, ds[s], s)
 		if !ok {
 			continue
 		}
-		got, err := NewParser().ParseAs(data, s)
+		got, err := NewParserFor(servers).ParseAs(data, s)
 		if err != nil {
 			t.Fatalf("ParseAs(%s): %v, but expfmt read the page", s, err)
 		}
@@ -166,10 +217,29 @@ func checkAgainstExpfmt(t *testing.T, data []byte) {
 	}
 }
 
-// referencePage aggregates server s's wanted series from expfmt's families
-// the way DESIGN.md says; ok is false outside the common subset.
-func referencePage(fams map[string]*dto.MetricFamily, s Server) (Page, bool) {
-	d := dialects[s]
+// nameRunsIntoValue reports whether a line starts with a wanted name followed
+// directly by a character that can start a value ("name+0"). expfmt reads
+// that as a sample; this parser, as documented, wants a blank or '{' after
+// the name and skips the line.
+func nameRunsIntoValue(data []byte, ds []dialect) bool {
+	for _, line := range bytes.Split(data, []byte{'\n'}) {
+		line = bytes.TrimLeft(line, " \t")
+		for _, d := range ds {
+			for _, se := range d.series {
+				n := len(se.name)
+				if len(line) > n && string(line[:n]) == se.name && !isNameEnd(line[n]) && !isLabelChar(line[n]) && line[n] != ':' && line[n] != '\r' {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// referencePage aggregates server s's wanted series (dialect d) from
+// expfmt's families the way DESIGN.md says; ok is false outside the common
+// subset.
+func referencePage(fams map[string]*dto.MetricFamily, d dialect, s Server) (Page, bool) {
 	var accs []*accum
 	count := 0
 	for _, se := range d.series {
@@ -190,7 +260,7 @@ func referencePage(fams map[string]*dto.MetricFamily, s Server) (Page, bool) {
 				}
 				labels[lp.GetName()] = lp.GetValue()
 			}
-			if se.filterKey != "" && labels[se.filterKey] != se.filterValue {
+			if slices.ContainsFunc(se.filters, func(f labelMatch) bool { return labels[f.key] != f.value }) {
 				continue
 			}
 			var v float64
@@ -201,6 +271,9 @@ func referencePage(fams map[string]*dto.MetricFamily, s Server) (Page, bool) {
 				v = met.GetCounter().GetValue()
 			default:
 				v = met.GetUntyped().GetValue()
+			}
+			if se.scale != 0 {
+				v *= se.scale
 			}
 			count++
 			var a *accum

@@ -9,9 +9,9 @@ import (
 )
 
 // labels reads a label set; s starts just after '{'. It records the values
-// of modelKey and filterKey in p.model and p.filter (unescaped), notes an
+// of modelKey in p.model and of keys[i] in p.filter[i] (unescaped), notes an
 // `engine` label in p.lineEngine, and returns the text after '}' or an error message.
-func (p *Parser) labels(s []byte, modelKey, filterKey string) ([]byte, string) {
+func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, string) {
 	for {
 		s = trimBlanks(s)
 		if len(s) == 0 {
@@ -45,24 +45,31 @@ func (p *Parser) labels(s []byte, modelKey, filterKey string) ([]byte, string) {
 		if len(s) == 0 || s[0] != '"' {
 			return nil, "expected quoted value for label " + strconv.Quote(string(key))
 		}
-		buf := &p.discardBuf
-		switch string(key) {
-		case modelKey:
-			buf = &p.modelBuf
-		case filterKey:
-			buf = &p.fltBuf
-		case "engine":
+		buf, isModel, fi := &p.discardBuf, false, -1
+		switch {
+		case modelKey != "" && string(key) == modelKey:
+			buf, isModel = &p.modelBuf, true
+		case string(key) == "engine":
 			p.lineEngine = true
+		}
+		for i, k := range keys {
+			if k == string(key) {
+				fi = i
+				if !isModel {
+					buf = &p.fltBufs[i]
+				}
+				break
+			}
 		}
 		val, rest, msg := unquote(s[1:], buf)
 		if msg != "" {
 			return nil, msg
 		}
-		switch buf {
-		case &p.modelBuf:
+		if isModel {
 			p.model = val
-		case &p.fltBuf:
-			p.filter = val
+		}
+		if fi >= 0 {
+			p.filter[fi] = val
 		}
 		s = trimBlanks(rest)
 		if len(s) > 0 && s[0] == ',' {

@@ -6,7 +6,8 @@ import "github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signa
 type Server uint8
 
 // Known servers. Unknown means "detect from the page" when passed to ParseAs,
-// and "no known series found" in a Page.
+// and "no known series found" in a Page. Custom servers (see Servers) are
+// numbered after JetStream.
 const (
 	Unknown Server = iota
 	VLLMV1
@@ -29,12 +30,13 @@ var serverNames = [...]string{
 	JetStream:    "jetstream",
 }
 
-// String returns the server's flag/annotation spelling, e.g. "vllm-v1".
+// String returns the server's flag/annotation spelling, e.g. "vllm-v1", or
+// "custom" for a custom server (Servers.Name has its configured name).
 func (s Server) String() string {
 	if int(s) < len(serverNames) {
 		return serverNames[s]
 	}
-	return "unknown"
+	return "custom"
 }
 
 // ServerByName parses the spelling String returns.

@@ -45,38 +45,59 @@ type accum struct {
 // Parser parses pages. Its state is reused from call to call, so a warm
 // Parser allocates nothing per page; it is not safe for concurrent use.
 type Parser struct {
-	matchers [len(dialects)]matcher // [Unknown] holds every server's series
+	dialects []dialect // built-in, then custom servers
+	matchers []matcher // per server; [Unknown] holds every server's series
 	accs     []accum
-	counts   [len(dialects)]int // matched lines per server
-	engine   bool               // a vLLM series had an `engine` label
-	names    []string           // model names seen before, reused to avoid allocating
+	counts   []int    // matched lines per server
+	engine   bool     // a vLLM series had an `engine` label
+	names    []string // model names seen before, reused to avoid allocating
 	page     Page
 
 	// per-line scratch
-	model, filter      []byte // label values of the current line
-	lineEngine         bool   // the current line has an `engine` label
-	modelBuf, fltBuf   []byte // unescaped label values
+	model              []byte   // the model label's value on the current line
+	filter             [][]byte // the values of the run's filter keys on the current line
+	lineEngine         bool     // the current line has an `engine` label
+	modelBuf           []byte   // unescaped label values
+	fltBufs            [][]byte
 	keyBuf, discardBuf []byte
 }
 
 // maxCachedNames bounds Parser.names on pages with ever-changing model names.
 const maxCachedNames = 256
 
-// NewParser returns a Parser.
-func NewParser() *Parser {
-	p := &Parser{}
-	p.matchers[Unknown] = newMatcher(VLLMV1, TGI, SGLang, TRTLLMServe, TritonTRTLLM, JetStream)
-	for s := VLLMV1; int(s) < len(dialects); s++ {
-		p.matchers[s] = newMatcher(s)
+// NewParser returns a Parser that knows the built-in servers.
+func NewParser() *Parser { return NewParserFor(nil) }
+
+// NewParserFor returns a Parser that knows servers (nil: the built-in ones).
+func NewParserFor(servers *Servers) *Parser {
+	ds := servers.all()
+	p := &Parser{
+		dialects: ds,
+		matchers: make([]matcher, len(ds)),
+		counts:   make([]int, len(ds)),
 	}
+	detect := []Server{VLLMV1, TGI, SGLang, TRTLLMServe, TritonTRTLLM, JetStream}
+	for s := numBuiltin; s < len(ds); s++ {
+		detect = append(detect, Server(s))
+	}
+	p.matchers[Unknown] = newMatcher(ds, detect...)
+	maxKeys := p.matchers[Unknown].maxKeys
+	for s := VLLMV1; int(s) < len(ds); s++ {
+		p.matchers[s] = newMatcher(ds, s)
+		maxKeys = max(maxKeys, p.matchers[s].maxKeys)
+	}
+	p.filter = make([][]byte, maxKeys)
+	p.fltBufs = make([][]byte, maxKeys)
 	return p
 }
 
 // Parse detects the server from the page and returns its signals. The
-// server is the one with the most matching sample lines (ties: the order of
-// the Server constants); a vLLM page is V1 when it has a
-// `vllm:kv_cache_usage_perc` series or an `engine` label on a wanted vLLM
-// series, else V0. The Page is owned by p and valid until p's next call.
+// server is the built-in one with the most matching sample lines (ties: the
+// order of the Server constants); only when no built-in series is on the
+// page, the custom server with the most (ties: the order given to
+// NewServers). A vLLM page is V1 when it has a `vllm:kv_cache_usage_perc`
+// series or an `engine` label on a wanted vLLM series, else V0. The Page is
+// owned by p and valid until p's next call.
 func (p *Parser) Parse(page []byte) (*Page, error) {
 	return p.ParseAs(page, Unknown)
 }
@@ -85,7 +106,7 @@ func (p *Parser) Parse(page []byte) (*Page, error) {
 // Parse). The Page is owned by p and valid until p's next call; its Server
 // is Unknown when none of the server's series were found.
 func (p *Parser) ParseAs(page []byte, server Server) (*Page, error) {
-	if int(server) >= len(dialects) {
+	if int(server) >= len(p.dialects) {
 		return nil, fmt.Errorf("parse metrics page: unknown server %d", server)
 	}
 	p.reset()
@@ -99,7 +120,7 @@ func (p *Parser) ParseAs(page []byte, server Server) (*Page, error) {
 
 func (p *Parser) reset() {
 	p.accs = p.accs[:0]
-	p.counts = [len(dialects)]int{}
+	clear(p.counts)
 	p.engine = false
 	p.page.Server = Unknown
 	p.page.Models = p.page.Models[:0]
@@ -145,14 +166,16 @@ func (p *Parser) scan(page []byte, m *matcher) error {
 }
 
 // sample handles one line whose name is wanted; it returns an error message
-// or "".
+// or "". The line counts for every entry of the run whose filters it meets.
 func (p *Parser) sample(line []byte, entries []entry) string {
 	first := &entries[0]
 	rest := trimBlanks(line[len(first.name):])
-	p.model, p.filter, p.lineEngine = nil, nil, false
+	p.model, p.lineEngine = nil, false
+	filter := p.filter[:len(first.keys)]
+	clear(filter)
 	if len(rest) > 0 && rest[0] == '{' {
 		var msg string
-		rest, msg = p.labels(rest[1:], dialects[first.server].modelLabel, first.filterKey)
+		rest, msg = p.labels(rest[1:], p.dialects[first.server].modelLabel, first.keys)
 		if msg != "" {
 			return first.name + ": " + msg
 		}
@@ -161,36 +184,48 @@ func (p *Parser) sample(line []byte, entries []entry) string {
 	if msg != "" {
 		return first.name + ": " + msg
 	}
-	e := first
-	if first.filterKey != "" {
-		e = nil
-		for i := range entries {
-			if string(p.filter) == entries[i].filterValue {
-				e = &entries[i]
-				break
+	var a *accum
+	for i := range entries {
+		e := &entries[i]
+		if !e.matches(filter) {
+			continue // e.g. request_type="context": not wanted
+		}
+		if a == nil {
+			p.counts[e.server]++
+			if p.lineEngine && (e.server == VLLMV1 || e.server == VLLMV0) {
+				p.engine = true
 			}
+			a = p.accum(e.server, p.model)
 		}
-		if e == nil {
-			return "" // e.g. request_type="context": not wanted
+		bit := uint8(1) << e.role
+		a.seen |= bit
+		ev, efinite := v, finite
+		if e.scale != 0 {
+			ev *= e.scale
+			efinite = finite && !math.IsInf(ev, 0)
 		}
-	}
-	p.counts[e.server]++
-	if p.lineEngine && (e.server == VLLMV1 || e.server == VLLMV0) {
-		p.engine = true
-	}
-	a := p.accum(e.server, p.model)
-	bit := uint8(1) << e.role
-	a.seen |= bit
-	if !finite {
-		return "" // NaN and ±Inf count as absent for this series
-	}
-	if a.has&bit == 0 {
-		a.vals[e.role] = v
-		a.has |= bit
-	} else {
-		a.vals[e.role] = signals.Combine(roleAgg[e.role], a.vals[e.role], 1, v)
+		if !efinite {
+			continue // NaN and ±Inf count as absent for this series
+		}
+		if a.has&bit == 0 {
+			a.vals[e.role] = ev
+			a.has |= bit
+		} else {
+			a.vals[e.role] = signals.Combine(roleAgg[e.role], a.vals[e.role], 1, ev)
+		}
 	}
 	return ""
+}
+
+// matches reports whether the line's filter label values (indexed like
+// e.keys) meet all of e's filters.
+func (e *entry) matches(filter [][]byte) bool {
+	for i, f := range e.filters {
+		if string(filter[e.idx[i]]) != f.value {
+			return false
+		}
+	}
+	return true
 }
 
 // accum returns the accumulator for (server, model), adding one if needed.
@@ -223,9 +258,16 @@ func (p *Parser) intern(model []byte) string {
 func (p *Parser) finish(asked Server) {
 	winner := asked
 	if asked == Unknown {
-		for s := range p.counts {
+		for s := range numBuiltin {
 			if p.counts[s] > p.counts[winner] {
 				winner = Server(s)
+			}
+		}
+		if p.counts[winner] == 0 { // no built-in series: try the custom servers
+			for s := numBuiltin; s < len(p.counts); s++ {
+				if p.counts[s] > p.counts[winner] {
+					winner = Server(s)
+				}
 			}
 		}
 	}

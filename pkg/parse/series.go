@@ -1,6 +1,10 @@
 package parse
 
-import "github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+import (
+	"slices"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+)
 
 // role says what one wanted series contributes to a model's signals.
 type role uint8
@@ -26,22 +30,32 @@ var roleAgg = [numRoles]signals.Aggregation{
 }
 
 // series is one wanted series: a metric name and, where one name carries
-// several signals, the label value that selects this one.
+// several signals, the exact label values that select this one.
 type series struct {
-	name        string
-	role        role
-	filterKey   string // "" when every series of the name counts
-	filterValue string
+	name    string
+	role    role
+	filters []labelMatch // every one must hold; none: every series of the name counts
+	scale   float64      // each sample is multiplied by this; 0 means 1
 }
+
+// labelMatch selects series whose label key has the value value; an absent
+// label counts as "", as in PromQL.
+type labelMatch struct {
+	key, value string
+}
+
+// is is a one-label filter, for the table below.
+func is(key, value string) []labelMatch { return []labelMatch{{key, value}} }
 
 // dialect is one server's wanted series and its model label.
 type dialect struct {
+	name       string // the annotation spelling; "" for built-ins (see serverNames)
 	modelLabel string // "" when the server has no model label
 	series     []series
 }
 
-// dialects lists the wanted series of each server (DESIGN.md, "Signals").
-// Series sharing a name must be adjacent and share filterKey.
+// dialects lists the wanted series of each built-in server (DESIGN.md,
+// "Signals"). Series sharing a name must be adjacent.
 var dialects = [...]dialect{
 	Unknown: {},
 	VLLMV1: {modelLabel: "model_name", series: []series{
@@ -70,10 +84,10 @@ var dialects = [...]dialect{
 		{name: "trtllm_kv_cache_utilization", role: roleKV},
 	}},
 	TritonTRTLLM: {modelLabel: "model", series: []series{
-		{name: "nv_trt_llm_request_metrics", role: roleQueue, filterKey: "request_type", filterValue: "waiting"},
-		{name: "nv_trt_llm_request_metrics", role: roleBatch, filterKey: "request_type", filterValue: "active"},
-		{name: "nv_trt_llm_request_metrics", role: roleBatchMax, filterKey: "request_type", filterValue: "max"},
-		{name: "nv_trt_llm_kv_cache_block_metrics", role: roleKV, filterKey: "kv_cache_block_type", filterValue: "fraction"},
+		{name: "nv_trt_llm_request_metrics", role: roleQueue, filters: is("request_type", "waiting")},
+		{name: "nv_trt_llm_request_metrics", role: roleBatch, filters: is("request_type", "active")},
+		{name: "nv_trt_llm_request_metrics", role: roleBatchMax, filters: is("request_type", "max")},
+		{name: "nv_trt_llm_kv_cache_block_metrics", role: roleKV, filters: is("kv_cache_block_type", "fraction")},
 	}},
 	JetStream: {modelLabel: "model_name", series: []series{
 		{name: "jetstream_prefill_backlog_size", role: roleQueue},
@@ -82,11 +96,15 @@ var dialects = [...]dialect{
 	}},
 }
 
-// entry is a wanted series together with the server it belongs to.
+// entry is a wanted series together with the server it belongs to. The
+// entries of one server that share a name form a run; the run's entries all
+// hold the same keys.
 type entry struct {
 	series
 	server Server
-	same   int // number of entries from this one on with the same name
+	same   int      // number of entries from this one on with the same name
+	keys   []string // the filter label keys of the whole run
+	idx    []int    // per filter: its key's index in keys
 }
 
 // wordGroup holds the entries whose names start with the same 8 bytes.
@@ -97,24 +115,48 @@ type wordGroup struct {
 
 // matcher finds wanted series by name. Comparing a line's first 8 bytes
 // against a few words rejects almost every unwanted line with one load.
+// Names shorter than 8 bytes (possible in custom tables only) are compared
+// one by one.
 type matcher struct {
-	groups []wordGroup
+	groups     []wordGroup
+	short      []entry
+	shortFirst [4]uint64 // bit set of the first bytes of the short names
+	maxKeys    int       // the most filter keys of any run
 }
 
-// newMatcher builds the matcher for the given servers' series.
-func newMatcher(servers ...Server) matcher {
+// newMatcher builds the matcher for the given servers' series; each server's
+// series must be grouped by name (see groupByName).
+func newMatcher(ds []dialect, servers ...Server) matcher {
 	var m matcher
 	for _, s := range servers {
-		ss := dialects[s].series
+		ss := ds[s].series
 		for i := 0; i < len(ss); i++ {
-			w := firstWord(ss[i].name)
-			g := m.group(w)
 			n := 1
 			for i+n < len(ss) && ss[i+n].name == ss[i].name {
 				n++
 			}
+			var keys []string
 			for k := range n {
-				g.entries = append(g.entries, entry{series: ss[i+k], server: s, same: n - k})
+				for _, f := range ss[i+k].filters {
+					if !slices.Contains(keys, f.key) {
+						keys = append(keys, f.key)
+					}
+				}
+			}
+			m.maxKeys = max(m.maxKeys, len(keys))
+			dst := &m.short
+			if len(ss[i].name) >= 8 {
+				dst = &m.group(firstWord(ss[i].name)).entries
+			} else {
+				c := ss[i].name[0]
+				m.shortFirst[c>>6] |= 1 << (c & 63)
+			}
+			for k := range n {
+				e := entry{series: ss[i+k], server: s, same: n - k, keys: keys}
+				for _, f := range e.filters {
+					e.idx = append(e.idx, slices.Index(keys, f.key))
+				}
+				*dst = append(*dst, e)
 			}
 			i += n - 1
 		}
@@ -133,29 +175,55 @@ func (m *matcher) group(w uint64) *wordGroup {
 }
 
 // match returns the entries named by the start of line (the name must be
-// followed by a label set, a blank or the end), or nil.
+// followed by a label set, a blank or the end), or nil. When several
+// servers want the same name, the first server's run is returned.
 func (m *matcher) match(line []byte) []entry {
-	if len(line) < 8 {
-		return nil
-	}
-	w := loadWord(line)
-	for gi := range m.groups {
-		g := &m.groups[gi]
-		if g.word != w {
-			continue
-		}
-		for k := 0; k < len(g.entries); k += g.entries[k].same {
-			e := &g.entries[k]
-			n := len(e.name)
-			if len(line) >= n && string(line[:n]) == e.name && (len(line) == n || isNameEnd(line[n])) {
-				return g.entries[k : k+e.same]
+	if len(line) >= 8 {
+		w := loadWord(line)
+		for gi := range m.groups {
+			if g := &m.groups[gi]; g.word == w {
+				if es := matchRun(g.entries, line); es != nil {
+					return es
+				}
 			}
+		}
+	}
+	if c := line[0]; m.shortFirst[c>>6]&(1<<(c&63)) != 0 {
+		return matchRun(m.short, line)
+	}
+	return nil
+}
+
+// matchRun returns the run of entries whose name starts line, or nil.
+func matchRun(entries []entry, line []byte) []entry {
+	for k := 0; k < len(entries); k += entries[k].same {
+		e := &entries[k]
+		n := len(e.name)
+		if len(line) >= n && string(line[:n]) == e.name && (len(line) == n || isNameEnd(line[n])) {
+			return entries[k : k+e.same]
 		}
 	}
 	return nil
 }
 
-// firstWord is loadWord for a name; every wanted name is at least 8 bytes.
+// groupByName returns ss with series of the same name made adjacent, in
+// order of each name's first appearance.
+func groupByName(ss []series) []series {
+	out := make([]series, 0, len(ss))
+	for i, s := range ss {
+		if slices.ContainsFunc(out, func(o series) bool { return o.name == s.name }) {
+			continue
+		}
+		for _, t := range ss[i:] {
+			if t.name == s.name {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// firstWord is loadWord for a name of at least 8 bytes.
 func firstWord(name string) uint64 {
 	return loadWord([]byte(name))
 }

@@ -246,7 +246,7 @@ func (m *Manager) scrapeOnce(ctx context.Context, t Target, req *http.Request, r
 	}
 	defer func() { m.workers <- w }()
 	if w.parser == nil {
-		w.parser = parse.NewParser()
+		w.parser = parse.NewParserFor(m.cfg.Servers)
 	}
 
 	start := time.Now()

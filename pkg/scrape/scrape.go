@@ -86,6 +86,9 @@ type Config struct {
 	// per scrape, to save bandwidth that in-cluster pages rarely need. A
 	// gzip body sent unasked is decompressed either way.
 	RequestGzip bool
+	// Servers are the servers the workers' parsers know: the built-in ones
+	// and the custom ones of --server-config. nil means the built-in ones.
+	Servers *parse.Servers
 }
 
 // DefaultConfig returns the defaults: a 5 s interval, a 3 s timeout, a

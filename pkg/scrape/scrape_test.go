@@ -818,3 +818,57 @@ func TestRunTwice(t *testing.T) {
 		t.Fatal("a second concurrent Run returned nil, want an error")
 	}
 }
+
+// The custom servers of Config.Servers reach every worker's parser, both for
+// detection and for a target forced to a custom server, in one-off scrapes
+// and in the background loop.
+func TestCustomServers(t *testing.T) {
+	t.Parallel()
+	servers, err := parse.NewServers([]parse.CustomServer{
+		{Name: "my-server", ModelLabel: "model",
+			Queue:   parse.Series{Name: "my_server_queue_depth"},
+			KVCache: parse.Series{Name: "my_server_kv_percent", Scale: 0.01}},
+		{Name: "vllm-fork", ModelLabel: "served",
+			Queue: parse.Series{Name: "vllm:num_requests_waiting"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	my, _ := servers.ByName("my-server")
+	fork, _ := servers.ByName("vllm-fork")
+	custom := pageServer(t, []byte("# TYPE my_server_queue_depth gauge\nmy_server_queue_depth{model=\"m\"} 7\nmy_server_kv_percent{model=\"m\"} 30\n"))
+	vllmish := pageServer(t, []byte("vllm:num_requests_waiting{model_name=\"m\",served=\"s\"} 2\n"))
+
+	cfg := testConfig()
+	cfg.Servers = servers
+	cfg.Concurrency = 2
+	sink := newRecordingSink()
+	m, err := NewManager(cfg, sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ScrapeNow(context.Background(), []Target{
+		{Pod: pod("detected"), URL: custom.URL},
+		{Pod: pod("forced"), URL: vllmish.URL, Server: fork},
+		{Pod: pod("built-in"), URL: vllmish.URL},
+	})
+	check := func(name string, server parse.Server, model string, s signals.Signal, want float64) {
+		t.Helper()
+		recs := sink.get(pod(name))
+		if len(recs) == 0 || recs[0].err != nil {
+			t.Fatalf("%s: records %+v, want a good page", name, recs)
+		}
+		p := recs[0].page
+		if v, ok := value(p, s); p.Server != server || p.Models[0].Name != model || !ok || v != want {
+			t.Errorf("%s: page %+v, want server %s, model %q, %s = %v", name, *p, servers.Name(server), model, s, want)
+		}
+	}
+	check("detected", my, "m", signals.KVCacheUsage, 0.3)
+	check("forced", fork, "s", signals.QueueSize, 2)
+	check("built-in", parse.VLLMV0, "m", signals.QueueSize, 2)
+
+	m.SetTargets([]Target{{Pod: pod("looped"), URL: custom.URL, Server: my}})
+	startManager(t, m)
+	waitFor(t, "a scrape by the loop", func() bool { return len(sink.get(pod("looped"))) > 0 })
+	check("looped", my, "m", signals.QueueSize, 7)
+}

@@ -86,6 +86,7 @@ func Run(ctx context.Context, cfg *Config) error {
 		Resync:             time.Second,
 		AgentSelector:      cfg.GPUAgentSelector,
 		AgentNamespace:     cfg.GPUAgentNamespace,
+		Servers:            cfg.Scrape.Servers,
 	}, w.pods, setter, scraper, st, st, clk)
 	for _, inf := range w.podInformers {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

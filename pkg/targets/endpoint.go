@@ -75,15 +75,16 @@ func endpointPort(pod *corev1.Pod) (int, error) {
 	return int(first), nil
 }
 
-// ForcedServer returns the dialect named by the pod's server annotation, or
+// ForcedServer returns the server, built-in or one of servers' custom ones
+// (nil: built-in only), named by the pod's server annotation, or
 // parse.Unknown (detect from the page) when there is none.
-func ForcedServer(pod *corev1.Pod) (parse.Server, error) {
+func ForcedServer(pod *corev1.Pod, servers *parse.Servers) (parse.Server, error) {
 	name, ok := pod.Annotations[AnnotationServer]
 	if !ok || name == "" {
 		return parse.Unknown, nil
 	}
-	s, ok := parse.ServerByName(name)
-	if !ok || s == parse.Unknown {
+	s, ok := servers.ByName(name)
+	if !ok {
 		return parse.Unknown, fmt.Errorf("annotation %s=%q: unknown server", AnnotationServer, name)
 	}
 	return s, nil

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	AgentSelector labels.Selector
 	// AgentNamespace limits AgentSelector to one namespace; "" is any.
 	AgentNamespace string
+	// Servers resolves the server annotation, custom servers included; nil
+	// knows the built-in servers only.
+	Servers *parse.Servers
 }
 
 type demandKey struct {
@@ -135,7 +139,7 @@ func (t *Tracker) Want(ctx context.Context, namespace string, selector labels.Se
 		if !IsRunning(p) || t.known.Scraped(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) {
 			continue
 		}
-		if tg, err := targetFor(p); err == nil {
+		if tg, err := targetFor(p, t.cfg.Servers); err == nil {
 			fresh = append(fresh, tg)
 		}
 	}
@@ -187,7 +191,7 @@ func (t *Tracker) Reconcile() {
 		if !wanted(p, active[p.Namespace]) {
 			continue
 		}
-		tg, err := targetFor(p)
+		tg, err := targetFor(p, t.cfg.Servers)
 		if err != nil {
 			klog.V(2).InfoS("Pod is wanted but cannot be scraped", "pod", klog.KObj(p), "err", err)
 			continue
@@ -231,12 +235,12 @@ func wanted(p *corev1.Pod, selectors []labels.Selector) bool {
 	return false
 }
 
-func targetFor(p *corev1.Pod) (scrape.Target, error) {
+func targetFor(p *corev1.Pod, servers *parse.Servers) (scrape.Target, error) {
 	url, err := Endpoint(p)
 	if err != nil {
 		return scrape.Target{}, err
 	}
-	server, err := ForcedServer(p)
+	server, err := ForcedServer(p, servers)
 	if err != nil {
 		return scrape.Target{}, err
 	}

@@ -58,11 +58,30 @@ func TestEndpoint(t *testing.T) {
 }
 
 func TestForcedServer(t *testing.T) {
-	if s, err := ForcedServer(testPod("p", map[string]string{AnnotationServer: "tgi"})); err != nil || s != parse.TGI {
-		t.Fatalf("got %v, %v", s, err)
+	custom, err := parse.NewServers([]parse.CustomServer{{Name: "ollama", Queue: parse.Series{Name: "ollama_queue"}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := ForcedServer(testPod("p", map[string]string{AnnotationServer: "ollama"})); err == nil {
-		t.Fatal("unknown server accepted")
+	ollama, _ := custom.ByName("ollama")
+	tests := []struct {
+		annotation string
+		servers    *parse.Servers
+		want       parse.Server
+		wantErr    bool
+	}{
+		{"", nil, parse.Unknown, false},
+		{"tgi", nil, parse.TGI, false},
+		{"tgi", custom, parse.TGI, false},
+		{"ollama", nil, parse.Unknown, true},
+		{"ollama", custom, ollama, false},
+		{"unknown", custom, parse.Unknown, true},
+		{"Ollama", custom, parse.Unknown, true},
+	}
+	for _, tt := range tests {
+		got, err := ForcedServer(testPod("p", map[string]string{AnnotationServer: tt.annotation}), tt.servers)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("%q (custom: %v): got %v, %v; want %v, error %v", tt.annotation, tt.servers.Custom(), got, err, tt.want, tt.wantErr)
+		}
 	}
 }
 
@@ -149,5 +168,27 @@ func TestTrackerDemandAndOptIn(t *testing.T) {
 	tr.Reconcile()
 	if got := names(setter.last); got != "[optin]" {
 		t.Fatalf("after TTL targets %s", got)
+	}
+}
+
+// A pod annotated with a custom server's name becomes a target forced to it.
+func TestTrackerCustomServer(t *testing.T) {
+	custom, err := parse.NewServers([]parse.CustomServer{{Name: "my-server", Queue: parse.Series{Name: "my_queue"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := custom.ByName("my-server")
+	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
+	p := testPod("p", map[string]string{AnnotationScrape: "true", AnnotationServer: "my-server"}, port)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := idx.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	setter := &recSetter{}
+	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second, Servers: custom}, corelisters.NewPodLister(idx), setter,
+		&recProber{}, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	tr.Reconcile()
+	if len(setter.last) != 1 || setter.last[0].Server != want {
+		t.Fatalf("targets %+v, want p forced to my-server (%d)", setter.last, want)
 	}
 }
