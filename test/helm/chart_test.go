@@ -1,0 +1,466 @@
+// Package helm tests the Helm chart in deploy/helm/inference-metrics-adapter
+// without a cluster: helm lint, helm template of every ci/*-values.yaml
+// against golden files, the properties each render must have (TLS, RBAC,
+// security context), and the chart's errors on bad values. The tests need
+// the helm binary from IMA_E2E_BIN (test/tools/build.sh prints that
+// directory) and skip without it. Installing the chart into a real control
+// plane is test/e2e/helm_install_test.go.
+package helm
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current chart")
+
+const (
+	binEnv      = "IMA_E2E_BIN"
+	chartDir    = "../../deploy/helm/inference-metrics-adapter"
+	release     = "inference-metrics-adapter"
+	namespace   = "inference-metrics-adapter"
+	kubeVersion = "1.37.2"
+	agentName   = "inference-metrics-adapter-gpu-agent"
+)
+
+// helmBinary returns the helm executable or skips t.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv(binEnv)
+	if dir == "" {
+		t.Skipf("chart tests need helm: set %s to the directory with helm (run `make e2e`, or `%s=$(test/tools/build.sh | tail -n1) go test ./test/helm/`)", binEnv, binEnv)
+	}
+	h := filepath.Join(dir, "helm")
+	if _, err := os.Stat(h); err != nil {
+		t.Fatalf("%s=%s has no helm: %v", binEnv, dir, err)
+	}
+	return h
+}
+
+func runHelm(t *testing.T, helm string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, helm, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// ciValues lists the chart's ci/*-values.yaml files by name (without the suffix).
+func ciValues(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no ci/*-values.yaml in %s (err %v)", chartDir, err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), "-values.yaml"))
+	}
+	return names
+}
+
+func render(t *testing.T, helm, ci string, extra ...string) (string, error) {
+	t.Helper()
+	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion}
+	if ci != "" {
+		args = append(args, "-f", filepath.Join(chartDir, "ci", ci+"-values.yaml"))
+	}
+	return runHelm(t, helm, append(args, extra...)...)
+}
+
+// secretLine matches the lines whose values are random per render (the
+// chart's own certificates) or derived from them.
+var secretLine = regexp.MustCompile(`(?m)^(\s*(?:caBundle|ca\.crt|tls\.crt|tls\.key|checksum/tls):) \S+$`)
+
+// mask replaces certificate data with a placeholder so that goldens are stable.
+func mask(s string) string { return secretLine.ReplaceAllString(s, "$1 <masked>") }
+
+func TestLint(t *testing.T) {
+	helm := helmBinary(t)
+	for _, ci := range append([]string{""}, ciValues(t)...) {
+		name := ci
+		if name == "" {
+			name = "defaults"
+		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{"lint", chartDir, "--strict", "--kube-version", kubeVersion, "--namespace", namespace}
+			if ci != "" {
+				args = append(args, "-f", filepath.Join(chartDir, "ci", ci+"-values.yaml"))
+			}
+			if out, err := runHelm(t, helm, args...); err != nil {
+				t.Fatal(err)
+			} else if !strings.Contains(out, "0 chart(s) failed") {
+				t.Fatalf("helm lint did not pass:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestTemplateGolden(t *testing.T) {
+	helm := helmBinary(t)
+	for _, ci := range ciValues(t) {
+		t.Run(ci, func(t *testing.T) {
+			out, err := render(t, helm, ci)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := mask(out)
+			golden := filepath.Join("testdata", ci+".golden.yaml")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run `go test ./test/helm -update` to create it): %v", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("render of ci/%s-values.yaml differs from %s (-golden +now; run with -update if the change is intended):\n%s", ci, golden, diff)
+			}
+		})
+	}
+}
+
+// object is one rendered manifest, decoded loosely.
+type object map[string]any
+
+func (o object) kind() string { s, _ := o["kind"].(string); return s }
+func (o object) name() string { return str(o, "metadata", "name") }
+
+func str(m map[string]any, path ...string) string {
+	v := get(m, path...)
+	s, _ := v.(string)
+	return s
+}
+
+func get(m map[string]any, path ...string) any {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = mm[p]
+	}
+	return cur
+}
+
+func list(v any) []any { l, _ := v.([]any); return l }
+
+func decode(t *testing.T, rendered string) []object {
+	t.Helper()
+	var objs []object
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(rendered, -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+func byKind(objs []object, kind string) []object {
+	var out []object
+	for _, o := range objs {
+		if o.kind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// TestTemplateProperties checks what every render must have, per ci values.
+func TestTemplateProperties(t *testing.T) {
+	helm := helmBinary(t)
+	for _, ci := range ciValues(t) {
+		t.Run(ci, func(t *testing.T) {
+			out, err := render(t, helm, ci)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decode(t, out)
+			checkAPIServices(t, ci, objs)
+			checkTLS(t, ci, objs)
+			checkAdapterPods(t, ci, objs)
+			checkRBAC(t, objs)
+			checkGPUAgent(t, ci, objs)
+			if got, want := len(byKind(objs, "ServiceMonitor")), map[bool]int{true: 1, false: 0}[ci == "servicemonitor"]; got != want {
+				t.Errorf("%d ServiceMonitors, want %d", got, want)
+			}
+		})
+	}
+}
+
+func checkAPIServices(t *testing.T, ci string, objs []object) {
+	t.Helper()
+	want := []string{"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"}
+	if ci == "external-metrics" {
+		want = append(want, "v1beta1.external.metrics.k8s.io")
+	}
+	var got []string
+	for _, o := range byKind(objs, "APIService") {
+		got = append(got, o.name())
+		spec, _ := o["spec"].(map[string]any)
+		if spec["insecureSkipTLSVerify"] == true {
+			t.Errorf("APIService %s: insecureSkipTLSVerify is set", o.name())
+		}
+		if str(spec, "service", "name") != release || str(spec, "service", "namespace") != namespace {
+			t.Errorf("APIService %s points at %v, want %s/%s", o.name(), spec["service"], namespace, release)
+		}
+		inject := str(o, "metadata", "annotations", "cert-manager.io/inject-ca-from")
+		switch {
+		case ci == "tls-cert-manager" && inject != namespace+"/"+release:
+			t.Errorf("APIService %s: inject-ca-from %q, want %s/%s", o.name(), inject, namespace, release)
+		case ci != "tls-cert-manager" && spec["caBundle"] == nil:
+			t.Errorf("APIService %s has no caBundle", o.name())
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("APIServices (-want +got):\n%s", diff)
+	}
+}
+
+// checkTLS: with chart-generated certificates, the caBundle verifies the
+// serving certificate for the Service's DNS name, and the Secret's ca.crt is
+// the caBundle.
+func checkTLS(t *testing.T, ci string, objs []object) {
+	t.Helper()
+	if ci == "tls-cert-manager" {
+		if len(byKind(objs, "Certificate")) != 1 || len(byKind(objs, "Issuer")) != 1 {
+			t.Errorf("want one Certificate and one Issuer with tls.type=cert-manager")
+		}
+		return
+	}
+	if ci == "tls-existing-secret" {
+		if n := len(byKind(objs, "Secret")); n != 0 {
+			t.Errorf("%d Secrets rendered with tls.type=existingSecret, want 0", n)
+		}
+		return
+	}
+	secrets := byKind(objs, "Secret")
+	if len(secrets) != 1 {
+		t.Fatalf("%d Secrets, want the serving certificate's", len(secrets))
+	}
+	data := func(k string) []byte {
+		b, err := base64.StdEncoding.DecodeString(str(secrets[0], "data", k))
+		if err != nil {
+			t.Fatalf("Secret data %s: %v", k, err)
+		}
+		return b
+	}
+	caPEM := data("ca.crt")
+	for _, a := range byKind(objs, "APIService") {
+		if str(a, "spec", "caBundle") != base64.StdEncoding.EncodeToString(caPEM) {
+			t.Errorf("APIService %s caBundle differs from the Secret's ca.crt", a.name())
+		}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("ca.crt holds no certificate")
+	}
+	block, _ := pem.Decode(data("tls.crt"))
+	if block == nil {
+		t.Fatal("tls.crt holds no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dnsName := release + "." + namespace + ".svc"
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: dnsName}); err != nil {
+		t.Errorf("serving certificate does not verify for %s with the caBundle: %v", dnsName, err)
+	}
+	if key, _ := pem.Decode(data("tls.key")); key == nil {
+		t.Error("tls.key holds no PEM block")
+	}
+}
+
+func checkAdapterPods(t *testing.T, ci string, objs []object) {
+	t.Helper()
+	deps := byKind(objs, "Deployment")
+	if len(deps) != 1 {
+		t.Fatalf("%d Deployments, want 1", len(deps))
+	}
+	d := deps[0]
+	pod, _ := get(d, "spec", "template", "spec").(map[string]any)
+	if get(pod, "securityContext", "runAsNonRoot") != true {
+		t.Error("adapter pod: runAsNonRoot is not true")
+	}
+	containers := list(pod["containers"])
+	if len(containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(containers))
+	}
+	c, _ := containers[0].(map[string]any)
+	sc, _ := c["securityContext"].(map[string]any)
+	if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false {
+		t.Errorf("adapter container securityContext %v: want a read-only root and no privilege escalation", sc)
+	}
+	if drop := list(get(sc, "capabilities", "drop")); len(drop) != 1 || drop[0] != "ALL" {
+		t.Errorf("adapter capabilities drop %v, want [ALL]", drop)
+	}
+	for probe, path := range map[string]string{"livenessProbe": "/livez", "readinessProbe": "/readyz"} {
+		if got := str(c, probe, "httpGet", "path"); got != path || str(c, probe, "httpGet", "scheme") != "HTTPS" {
+			t.Errorf("%s: path %q scheme %q, want %s over HTTPS", probe, got, str(c, probe, "httpGet", "scheme"), path)
+		}
+	}
+	if get(c, "resources", "requests", "cpu") == nil || get(c, "resources", "requests", "memory") == nil {
+		t.Error("adapter container has no cpu and memory requests")
+	}
+	if get(pod, "affinity", "podAntiAffinity") == nil {
+		t.Error("adapter pods have no anti-affinity")
+	}
+	args := fmt.Sprint(c["args"])
+	if got, want := strings.Contains(args, "--enable-external-metrics"), ci == "external-metrics"; got != want {
+		t.Errorf("--enable-external-metrics in args is %v, want %v: %s", got, want, args)
+	}
+	pdbs := byKind(objs, "PodDisruptionBudget")
+	replicas, _ := get(d, "spec", "replicas").(float64)
+	if got, want := len(pdbs), map[bool]int{true: 1, false: 0}[replicas > 1]; got != want {
+		t.Errorf("%d PodDisruptionBudgets with %v replicas, want %d", got, replicas, want)
+	}
+}
+
+// checkRBAC: least privilege (no wildcard verbs; wildcard resources only in
+// the metrics API groups, whose resources are metric names), and the
+// delegation bindings every aggregated API server needs.
+func checkRBAC(t *testing.T, objs []object) {
+	t.Helper()
+	for _, kind := range []string{"ClusterRole", "Role"} {
+		for _, r := range byKind(objs, kind) {
+			for _, rule := range list(r["rules"]) {
+				m, _ := rule.(map[string]any)
+				groups := fmt.Sprint(m["apiGroups"])
+				for _, v := range list(m["verbs"]) {
+					if v == "*" || (v != "get" && v != "list" && v != "watch") {
+						t.Errorf("%s %s: verb %v; the adapter only reads", kind, r.name(), v)
+					}
+				}
+				for _, res := range list(m["resources"]) {
+					if res == "*" && !strings.Contains(groups, "metrics.k8s.io") {
+						t.Errorf("%s %s: resources * in %s", kind, r.name(), groups)
+					}
+				}
+			}
+		}
+	}
+	refs := map[string]bool{}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		for _, b := range byKind(objs, kind) {
+			refs[kind+"/"+str(b, "metadata", "namespace")+"/"+str(b, "roleRef", "name")] = true
+		}
+	}
+	for _, want := range []string{
+		"ClusterRoleBinding//system:auth-delegator",
+		"RoleBinding/kube-system/extension-apiserver-authentication-reader",
+		"ClusterRoleBinding//" + release,
+	} {
+		if !refs[want] {
+			t.Errorf("no binding %s; have %v", want, refs)
+		}
+	}
+	var reader object
+	for _, r := range byKind(objs, "ClusterRole") {
+		if r.name() == release+":metrics-reader" {
+			reader = r
+		}
+	}
+	if reader == nil || str(reader, "metadata", "labels", "rbac.authorization.k8s.io/aggregate-to-view") != "true" {
+		t.Errorf("no metrics-reader ClusterRole aggregated to view")
+	}
+}
+
+func checkGPUAgent(t *testing.T, ci string, objs []object) {
+	t.Helper()
+	ds := byKind(objs, "DaemonSet")
+	if ci != "gpu-agent" {
+		if len(ds) != 0 {
+			t.Errorf("%d DaemonSets without gpuAgent.enabled", len(ds))
+		}
+		return
+	}
+	if len(ds) != 1 {
+		t.Fatalf("%d DaemonSets, want the gpu-agent", len(ds))
+	}
+	if got := str(ds[0], "spec", "template", "metadata", "labels", "app.kubernetes.io/name"); got != agentName {
+		t.Errorf("gpu-agent pods labeled app.kubernetes.io/name=%q, want %q (the adapter's --gpu-agent-selector)", got, agentName)
+	}
+	pod, _ := get(ds[0], "spec", "template", "spec").(map[string]any)
+	var hostPath string
+	for _, v := range list(pod["volumes"]) {
+		if p := str(v.(map[string]any), "hostPath", "path"); p != "" {
+			hostPath = p
+		}
+	}
+	if hostPath != "/var/lib/kubelet/pod-resources" {
+		t.Errorf("gpu-agent hostPath %q, want /var/lib/kubelet/pod-resources", hostPath)
+	}
+	if pod["nodeSelector"] == nil || pod["tolerations"] == nil {
+		t.Error("gpu-agent has no nodeSelector or tolerations for GPU nodes")
+	}
+	c, _ := list(pod["containers"])[0].(map[string]any)
+	if str(list(c["ports"])[0].(map[string]any), "name") != "metrics" {
+		t.Error("gpu-agent port is not named metrics")
+	}
+	if get(c, "resources", "limits", "nvidia.com/gpu") != nil {
+		t.Error("gpu-agent requests nvidia.com/gpu; it must not take a GPU from the workloads")
+	}
+	deps := byKind(objs, "Deployment")
+	if args := fmt.Sprint(get(deps[0], "spec", "template", "spec", "containers")); !strings.Contains(args, "--gpu-agent-selector=app.kubernetes.io/name="+agentName) {
+		t.Errorf("adapter args do not select the agent: %s", args)
+	}
+}
+
+// TestTemplateErrors: bad values fail with a message that says what to do.
+func TestTemplateErrors(t *testing.T) {
+	helm := helmBinary(t)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown tls type", []string{"--set", "tls.type=self"}, "value must be one of 'helm', 'cert-manager', 'existingSecret'"},
+		{"existing secret without name", []string{"--set", "tls.type=existingSecret"}, "tls.existingSecret.name is required"},
+		{"existing secret without CA", []string{"--set", "tls.type=existingSecret", "--set", "tls.existingSecret.name=mine"}, "set apiService.caBundle"},
+		{"duration without unit", []string{"--set", "adapter.scrapeInterval=5"}, "scrapeInterval"},
+		{"unknown value", []string{"--set", "adapter.scrapeIntervall=5s"}, "scrapeIntervall"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(t, helm, "", tc.args...)
+			if err == nil {
+				t.Fatalf("rendered; want an error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
