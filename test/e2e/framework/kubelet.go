@@ -1,0 +1,371 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// SimImage is the container image the kubelet stand-in runs: a pod whose
+// first container has this image gets an inference-sim process.
+const SimImage = "inference-sim"
+
+// defaultSimPort is the port a sim listens on when its container declares none.
+const defaultSimPort = 8000
+
+// Kubelet is a stand-in for the kubelet. For every pod whose first container
+// has image SimImage it allocates a loopback address 127.0.0.N, starts
+// inference-sim listening on it at the container's port, with the
+// container's args and literal env values, and reports the pod Running and
+// Ready with that pod IP. It stops the process when the pod goes away.
+// Pods are never bound to a node, so the API server deletes them at once.
+type Kubelet struct {
+	client kubernetes.Interface
+	simBin string
+	logDir string
+	lister corelisters.PodLister
+	queue  workqueue.TypedRateLimitingInterface[string]
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	pods   map[string]*simPod // by namespace/name
+	nextIP int
+}
+
+type simPod struct {
+	uid    types.UID
+	ip     string
+	port   int32
+	labels labels.Set
+	proc   *Process
+	killed bool
+}
+
+// StartKubelet starts the stand-in and waits for its pod cache to sync.
+func StartKubelet(ctx context.Context, client kubernetes.Interface, simBin, logDir string) (*Kubelet, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInformer := factory.Core().V1().Pods()
+	k := &Kubelet{
+		client: client,
+		simBin: simBin,
+		logDir: logDir,
+		lister: podInformer.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 2*time.Second)),
+		cancel: cancel,
+		pods:   map[string]*simPod{},
+		nextIP: 2,
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			k.queue.Add(key)
+		}
+	}
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubelet stand-in: add pod handler: %w", err)
+	}
+	factory.Start(ctx.Done())
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer syncCancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), podInformer.Informer().HasSynced) {
+		cancel()
+		factory.Shutdown()
+		return nil, errors.New("kubelet stand-in: pod cache did not sync within 30s")
+	}
+	const workers = 4
+	for range workers {
+		k.wg.Go(func() {
+			for k.processNext(ctx) {
+			}
+		})
+	}
+	k.wg.Go(func() {
+		<-ctx.Done()
+		k.queue.ShutDown()
+		factory.Shutdown()
+	})
+	return k, nil
+}
+
+// Stop stops the workers and every simulator process.
+func (k *Kubelet) Stop() error {
+	k.cancel()
+	k.wg.Wait()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var errs []error
+	for key, sp := range k.pods {
+		errs = append(errs, sp.proc.Stop(5*time.Second))
+		delete(k.pods, key)
+	}
+	return errors.Join(errs...)
+}
+
+// Endpoints returns the base URLs (http://IP:port) of the live simulators
+// of pods in namespace that match selector, sorted. Pods whose simulator was
+// killed are left out, as a Service would after a failed readiness probe.
+func (k *Kubelet) Endpoints(namespace string, selector labels.Selector) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for key, sp := range k.pods {
+		ns, _, _ := cache.SplitMetaNamespaceKey(key)
+		if ns != namespace || sp.killed || !selector.Matches(sp.labels) {
+			continue
+		}
+		if exited, _ := sp.proc.Exited(); exited {
+			continue
+		}
+		out = append(out, "http://"+net.JoinHostPort(sp.ip, strconv.Itoa(int(sp.port))))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Endpoint returns the base URL of one pod's simulator.
+func (k *Kubelet) Endpoint(namespace, name string) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	sp, ok := k.pods[namespace+"/"+name]
+	if !ok {
+		return "", false
+	}
+	return "http://" + net.JoinHostPort(sp.ip, strconv.Itoa(int(sp.port))), true
+}
+
+// KillSim stops one pod's simulator and leaves the pod Running and Ready in
+// the API, as when a model server hangs or its metrics endpoint dies while
+// the kubelet has not noticed yet.
+func (k *Kubelet) KillSim(namespace, name string) error {
+	k.mu.Lock()
+	sp, ok := k.pods[namespace+"/"+name]
+	if ok {
+		sp.killed = true
+	}
+	k.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("kubelet stand-in: no simulator for pod %s/%s", namespace, name)
+	}
+	return sp.proc.Stop(5 * time.Second)
+}
+
+func (k *Kubelet) processNext(ctx context.Context) bool {
+	key, quit := k.queue.Get()
+	if quit {
+		return false
+	}
+	defer k.queue.Done(key)
+	if err := k.sync(ctx, key); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		klog.ErrorS(err, "kubelet stand-in: sync pod, will retry", "pod", key)
+		k.queue.AddRateLimited(key)
+		return true
+	}
+	k.queue.Forget(key)
+	return true
+}
+
+func (k *Kubelet) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	pod, err := k.lister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return k.forget(key, "")
+	}
+	if err != nil {
+		return fmt.Errorf("get pod from cache: %w", err)
+	}
+	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].Image != SimImage {
+		return nil
+	}
+	if pod.DeletionTimestamp != nil {
+		return k.forget(key, "")
+	}
+	if err := k.forget(key, pod.UID); err != nil { // a new pod with an old name
+		return err
+	}
+	sp, err := k.ensureSim(ctx, key, pod)
+	if err != nil {
+		return err
+	}
+	if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == sp.ip {
+		return nil
+	}
+	return k.reportRunning(ctx, pod, sp)
+}
+
+// forget stops the simulator recorded for key unless it belongs to keepUID.
+func (k *Kubelet) forget(key string, keepUID types.UID) error {
+	k.mu.Lock()
+	sp, ok := k.pods[key]
+	if ok && sp.uid != keepUID {
+		delete(k.pods, key)
+	} else {
+		ok = false
+	}
+	k.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	klog.V(2).InfoS("kubelet stand-in: stopping simulator", "pod", key, "ip", sp.ip, "pid", sp.proc.PID())
+	return sp.proc.Stop(5 * time.Second)
+}
+
+func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod) (*simPod, error) {
+	k.mu.Lock()
+	if sp, ok := k.pods[key]; ok {
+		k.mu.Unlock()
+		return sp, nil
+	}
+	c := pod.Spec.Containers[0]
+	port := SimPort(c)
+	ip, err := k.allocateIP(port)
+	k.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]string{}, c.Args...), "--listen="+net.JoinHostPort(ip, strconv.Itoa(int(port))))
+	var env []string
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	proc, err := StartProcess("sim-"+pod.Namespace+"-"+pod.Name, k.logDir, k.simBin, args, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitListening(ctx, proc, net.JoinHostPort(ip, strconv.Itoa(int(port))), 15*time.Second); err != nil {
+		proc.Stop(2 * time.Second)
+		return nil, err
+	}
+	sp := &simPod{uid: pod.UID, ip: ip, port: port, labels: labels.Set(pod.Labels), proc: proc}
+	k.mu.Lock()
+	k.pods[key] = sp
+	k.mu.Unlock()
+	klog.V(2).InfoS("kubelet stand-in: started simulator", "pod", key, "ip", ip, "port", port, "pid", proc.PID())
+	return sp, nil
+}
+
+// allocateIP hands out 127.0.0.2, 127.0.0.3, … 127.0.255.254, skipping
+// addresses where port is taken (another process on this machine may
+// use loopback addresses too); k.mu is held.
+func (k *Kubelet) allocateIP(port int32) (string, error) {
+	for ; k.nextIP < 256*256; k.nextIP++ {
+		if lo := k.nextIP % 256; lo == 0 || lo == 255 {
+			continue
+		}
+		ip := fmt.Sprintf("127.0.%d.%d", k.nextIP/256, k.nextIP%256)
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(int(port))))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		k.nextIP++
+		return ip, nil
+	}
+	return "", errors.New("kubelet stand-in: out of loopback addresses")
+}
+
+func (k *Kubelet) reportRunning(ctx context.Context, cached *corev1.Pod, sp *simPod) error {
+	pod := cached.DeepCopy()
+	now := metav1.Now()
+	c := pod.Spec.Containers[0]
+	pod.Status = corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		HostIP:    "127.0.0.1",
+		HostIPs:   []corev1.HostIP{{IP: "127.0.0.1"}},
+		PodIP:     sp.ip,
+		PodIPs:    []corev1.PodIP{{IP: sp.ip}},
+		StartTime: &now,
+		QOSClass:  cached.Status.QOSClass,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name:        c.Name,
+			Image:       c.Image,
+			ImageID:     c.Image,
+			ContainerID: "sim://" + strconv.Itoa(sp.proc.PID()),
+			Ready:       true,
+			Started:     new(true),
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		}},
+	}
+	if _, err := k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("report pod %s/%s running at %s: %w", pod.Namespace, pod.Name, sp.ip, err)
+	}
+	return nil
+}
+
+// SimPort is the port of the container's model server: the port named
+// "metrics", else "http", else the first port, else 8000.
+func SimPort(c corev1.Container) int32 {
+	for _, name := range []string{"metrics", "http"} {
+		for _, p := range c.Ports {
+			if p.Name == name {
+				return p.ContainerPort
+			}
+		}
+	}
+	if len(c.Ports) > 0 {
+		return c.Ports[0].ContainerPort
+	}
+	return defaultSimPort
+}
+
+func waitListening(ctx context.Context, p *Process, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited before listening on %s: %v\n%s", p.Name, addr, err, p.Tail(20))
+		}
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			if exited, err := p.Exited(); exited { // someone else took addr first
+				return fmt.Errorf("%s exited: %v\n%s", p.Name, err, p.Tail(20))
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not listening on %s after %s: %w\n%s", p.Name, addr, timeout, err, p.Tail(20))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
