@@ -51,7 +51,7 @@ verify: ## gofmt, go vet, go mod tidy clean, generated files current
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi
 
 demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue size
-	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/e2e/cmd/demo
+	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/demo
 
 manifests: ## Render manifests/ from the Helm chart
 	./hack/render-manifests.sh
