@@ -41,7 +41,7 @@ import (
 // handler serves prov through custom-metrics-apiserver's own REST storage
 // and go-restful installer: the JSON a client gets is what the real
 // aggregated API server would send.
-func handler(t *testing.T, prov cmprovider.CustomMetricsProvider) http.Handler {
+func handler(t testing.TB, prov cmprovider.CustomMetricsProvider) http.Handler {
 	t.Helper()
 	groupInfo := genericapiserver.NewDefaultAPIGroupInfo(custom_metrics.GroupName, cmapiserver.Scheme, runtime.NewParameterCodec(cmapiserver.Scheme), cmapiserver.Codecs)
 	container := restful.NewContainer()
@@ -287,4 +287,10 @@ func TestSelectorQuestionRegistersDemand(t *testing.T) {
 	if fmt.Sprint(dem.asked) != "[ns/app=x:1]" {
 		t.Fatalf("demand %v", dem.asked)
 	}
+}
+
+func newHTTPServer(t testing.TB, prov cmprovider.CustomMetricsProvider) string {
+	srv := httptest.NewServer(handler(t, prov))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -1,0 +1,113 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	testclock "k8s.io/utils/clock/testing"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
+)
+
+// fleet returns a provider over n Running, Ready pods labelled app=llm, each
+// with a fresh value.
+func fleet(b *testing.B, n int) *Provider {
+	b.Helper()
+	now := time.Unix(10000, 0)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	st := store.New()
+	for i := range n {
+		p := pod(fmt.Sprintf("llm-%04d", i), map[string]string{"app": "llm", "pod-template-hash": "abc"}, true, true, nil)
+		if err := idx.Add(p); err != nil {
+			b.Fatal(err)
+		}
+		st.Record(types.NamespacedName{Namespace: "ns", Name: p.Name}, now.Add(-time.Second), page(model("m", float64(i%7), 8, 0.4)), nil)
+	}
+	empty := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return New(Config{MaxAge: 15 * time.Second, Window: time.Second},
+		Listers{Pods: corelisters.NewPodLister(idx), Deployments: appslisters.NewDeploymentLister(empty), StatefulSets: appslisters.NewStatefulSetLister(empty)},
+		st, noDemand{}, testclock.NewFakePassiveClock(now))
+}
+
+type noDemand struct{}
+
+func (noDemand) Want(context.Context, string, labels.Selector, []*corev1.Pod) {}
+
+var queueInfo = cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: "inference_queue_size"}
+
+// BenchmarkList1000 is the provider's work for one HPA question about
+// 1,000 pods, answered from the informer cache and the store.
+func BenchmarkList1000(b *testing.B) {
+	p := fleet(b, 1000)
+	sel := labels.SelectorFromSet(labels.Set{"app": "llm"})
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := p.GetMetricBySelector(context.Background(), "ns", sel, queueInfo, labels.Everything())
+		if err != nil || len(l.Items) != 1000 {
+			b.Fatalf("%v items, %v", len(l.Items), err)
+		}
+	}
+}
+
+// BenchmarkList1000HTTP10Clients answers the same question through the
+// library's HTTP handler (routing, conversion, JSON) with 10 concurrent
+// clients; ns/op is per answer.
+func BenchmarkList1000HTTP10Clients(b *testing.B) {
+	p := fleet(b, 1000)
+	srv := newHTTPServer(b, p)
+	url := srv + "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/*/inference_queue_size?labelSelector=app%3Dllm"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		lat []time.Duration
+	)
+	work := make(chan struct{})
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				start := time.Now()
+				resp, err := client.Get(url)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Errorf("status %d", resp.StatusCode)
+				}
+				d := time.Since(start)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	for range b.N {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+}
