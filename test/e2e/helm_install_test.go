@@ -341,6 +341,9 @@ func (in *install) startAdapter(t *testing.T, name string) {
 		flag, _, _ := strings.Cut(a, "=")
 		switch flag {
 		case "--secure-port", "--tls-cert-file", "--tls-private-key-file":
+		case "--server-config":
+			// The pod mounts the chart's ConfigMap; here the file is written from it.
+			args = append(args, "--server-config="+in.serverConfigFile(t, d, name))
 		default:
 			args = append(args, a)
 		}
@@ -831,4 +834,30 @@ func chartLogTail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// serverConfigFile writes the custom-server table from the ConfigMap that the
+// Deployment mounts as its server-config volume, and returns the file's path.
+func (in *install) serverConfigFile(t *testing.T, d *appsv1.Deployment, name string) string {
+	t.Helper()
+	var cmName string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "server-config" && v.ConfigMap != nil {
+			cmName = v.ConfigMap.Name
+		}
+	}
+	if cmName == "" {
+		t.Fatal("--server-config is set but no server-config ConfigMap volume is mounted")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cm, err := in.h.cp.Client.CoreV1().ConfigMaps(in.ns).Get(ctx, cmName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading ConfigMap %s: %v", cmName, err)
+	}
+	path := filepath.Join(in.h.dir, name+"-servers.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["servers.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
