@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
-BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen
+BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen capacity
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm)
 

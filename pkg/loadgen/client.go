@@ -24,16 +24,30 @@ func PromptText(n int) string {
 // has the drawn length.
 const chatOverhead = 7
 
-func requestBody(cfg Config, prompt, output int) ([]byte, error) {
+// approxTokens is the token count of text as inference-sim counts it (4
+// bytes per token, rounded up, at least 1); for a real tokenizer it is an
+// estimate.
+func approxTokens(text string) int {
+	return max(1, (len(text)+3)/4)
+}
+
+func requestBody(cfg Config, a arrival) ([]byte, error) {
 	body := map[string]any{
 		"model":      cfg.Model,
-		"max_tokens": output,
+		"max_tokens": a.output,
 		"stream":     true,
 	}
+	text := a.text
 	if cfg.Endpoint == EndpointChat {
-		body["messages"] = []map[string]string{{"role": "user", "content": PromptText(max(1, prompt-chatOverhead))}}
+		if text == "" {
+			text = PromptText(max(1, a.prompt-chatOverhead))
+		}
+		body["messages"] = []map[string]string{{"role": "user", "content": text}}
 	} else {
-		body["prompt"] = PromptText(prompt)
+		if text == "" {
+			text = PromptText(a.prompt)
+		}
+		body["prompt"] = text
 	}
 	return json.Marshal(body)
 }
@@ -46,9 +60,9 @@ func endpointPath(endpoint string) string {
 }
 
 // doRequest sends one streaming request and times its token events.
-func doRequest(ctx context.Context, client *http.Client, cfg Config, prompt, output int) (res Result) {
-	res = Result{PromptTokens: prompt, MaxTokens: output}
-	body, err := requestBody(cfg, prompt, output)
+func doRequest(ctx context.Context, client *http.Client, cfg Config, a arrival) (res Result) {
+	res = Result{PromptTokens: a.prompt, MaxTokens: a.output}
+	body, err := requestBody(cfg, a)
 	if err != nil {
 		res.Err = fmt.Errorf("encoding request: %w", err)
 		return res

@@ -66,8 +66,13 @@ type Config struct {
 	// Schedule is the arrival-rate schedule; arrivals are Poisson.
 	Schedule []Phase
 	// PromptLen and OutputLen are the token-length distributions; the
-	// output length is sent as max_tokens.
+	// output length is sent as max_tokens. They are not used when Prompts
+	// is set.
 	PromptLen, OutputLen Dist
+	// Prompts, when not empty, is a fixed request mix: each arrival sends
+	// one of them, drawn uniformly (with Seed), instead of a synthetic
+	// prompt of PromptLen tokens.
+	Prompts []Prompt
 	// Seed makes the arrival times and lengths reproducible.
 	Seed uint64
 	// TimeScale is the target's speed-up factor (1: none).
@@ -93,8 +98,14 @@ func (c Config) Validate() error {
 	if len(c.Schedule) == 0 {
 		errs = append(errs, errors.New("schedule must have at least one phase"))
 	}
-	if c.PromptLen == nil || c.OutputLen == nil {
+	if len(c.Prompts) == 0 && (c.PromptLen == nil || c.OutputLen == nil) {
 		errs = append(errs, errors.New("prompt and output length distributions are required"))
+	}
+	for i, p := range c.Prompts {
+		if p.Text == "" || p.MaxTokens < 1 {
+			errs = append(errs, fmt.Errorf("prompt %d: want non-empty text and max_tokens of at least 1", i+1))
+			break
+		}
 	}
 	if !(c.TimeScale > 0) {
 		errs = append(errs, fmt.Errorf("time-scale must be positive, got %v", c.TimeScale))
@@ -106,6 +117,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("request-timeout must be positive, got %s", c.RequestTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// Prompt is one request of a fixed mix: the prompt text (or chat message)
+// and the max_tokens to send with it.
+type Prompt struct {
+	Text      string
+	MaxTokens int
 }
 
 // Result is what one request saw. Times are in the target's time (scaled).
@@ -137,6 +155,7 @@ type Report struct {
 type arrival struct {
 	at             time.Duration // wall-clock offset
 	prompt, output int
+	text           string // from Config.Prompts; "" means a synthetic prompt of prompt tokens
 }
 
 // Plan returns the arrivals of cfg's schedule: wall-clock offsets from the
@@ -153,11 +172,14 @@ func plan(cfg Config) []arrival {
 				break
 			}
 			at := phaseStart + time.Duration(t*float64(time.Second))
-			out = append(out, arrival{
-				at:     time.Duration(float64(at) / cfg.TimeScale),
-				prompt: cfg.PromptLen.Sample(r),
-				output: cfg.OutputLen.Sample(r),
-			})
+			a := arrival{at: time.Duration(float64(at) / cfg.TimeScale)}
+			if len(cfg.Prompts) > 0 {
+				p := cfg.Prompts[r.IntN(len(cfg.Prompts))]
+				a.text, a.prompt, a.output = p.Text, approxTokens(p.Text), p.MaxTokens
+			} else {
+				a.prompt, a.output = cfg.PromptLen.Sample(r), cfg.OutputLen.Sample(r)
+			}
+			out = append(out, a)
 		}
 		phaseStart += ph.Duration
 	}
@@ -210,7 +232,7 @@ loop:
 		go func(a arrival) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res := doRequest(ctx, client, cfg, a.prompt, a.output)
+			res := doRequest(ctx, client, cfg, a)
 			res.Sent = scale(time.Since(start), cfg.TimeScale) - res.E2E
 			mu.Lock()
 			rep.Results = append(rep.Results, res)

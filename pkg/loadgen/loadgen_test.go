@@ -2,10 +2,13 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -139,5 +142,68 @@ func TestRunRecordsFailuresAndTokens(t *testing.T) {
 				t.Errorf("Write = %q, %v", out.String(), err)
 			}
 		})
+	}
+}
+
+// TestRunSendsPromptMix: with Config.Prompts every request carries one of
+// the given texts and its max_tokens, for both endpoints.
+func TestRunSendsPromptMix(t *testing.T) {
+	prompts := []Prompt{{Text: "first prompt", MaxTokens: 3}, {Text: "second prompt, longer", MaxTokens: 5}}
+	for _, endpoint := range []string{EndpointCompletions, EndpointChat} {
+		t.Run(endpoint, func(t *testing.T) {
+			var (
+				mu  sync.Mutex
+				got []string
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var body struct {
+					Prompt    string `json:"prompt"`
+					MaxTokens int    `json:"max_tokens"`
+					Messages  []struct {
+						Content string `json:"content"`
+					} `json:"messages"`
+				}
+				if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				text := body.Prompt
+				if len(body.Messages) == 1 {
+					text = body.Messages[0].Content
+				}
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%s/%d", text, body.MaxTokens))
+				mu.Unlock()
+				_, _ = w.Write([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n"))
+			}))
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			rep, err := Run(ctx, Config{URL: srv.URL, Model: "m", Endpoint: endpoint,
+				Schedule: []Phase{{Rate: 400, Duration: 100 * time.Millisecond}}, Prompts: prompts,
+				Seed: 1, TimeScale: 1, MaxInFlight: 100, RequestTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if s := Summarize(rep); s.Completed == 0 || s.Failed > 0 {
+				t.Fatalf("summary %+v", s)
+			}
+			seen := map[string]int{}
+			for _, g := range got {
+				seen[g]++
+			}
+			if len(seen) != 2 || seen["first prompt/3"] == 0 || seen["second prompt, longer/5"] == 0 {
+				t.Errorf("requests sent %v, want both prompts with their max_tokens", seen)
+			}
+			for _, r := range rep.Results {
+				if r.MaxTokens != 3 && r.MaxTokens != 5 {
+					t.Errorf("result max tokens %d", r.MaxTokens)
+				}
+			}
+		})
+	}
+	if err := (Config{URL: "http://x", Endpoint: EndpointChat, Schedule: []Phase{{1, time.Second}}, Prompts: []Prompt{{Text: "", MaxTokens: 1}},
+		TimeScale: 1, MaxInFlight: 1, RequestTimeout: time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "prompt 1") {
+		t.Errorf("Validate of an empty prompt = %v", err)
 	}
 }

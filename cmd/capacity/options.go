@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+)
+
+// options are the command-line flags of capacity.
+type options struct {
+	url, metricsURL, model, endpoint string
+	rates, ramp                      string
+	warmup, window                   time.Duration
+	minRequests                      int
+	promptLen, outputLen, prompts    string
+	slo                              string
+	seed                             uint64
+	timeScale                        float64
+	maxInFlight                      int
+	requestTimeout, metricsInterval  time.Duration
+	stopAfterFailures                int
+	price                            float64
+	gpus                             int
+	hpaMetric                        string
+	margin                           float64
+	hpaName, namespace               string
+	minReplicas, maxReplicas         int
+	peakRate                         float64
+	jsonOut, svgOut, hpaOut          string
+}
+
+func newOptions() *options {
+	return &options{
+		url: "http://127.0.0.1:8000", model: "meta-llama/Llama-3.1-8B-Instruct", endpoint: loadgen.EndpointCompletions,
+		warmup: 10 * time.Second, window: 30 * time.Second, minRequests: 200,
+		promptLen: "512", outputLen: "128", slo: "ttft:p90<=500ms,itl:p90<=50ms,errors<=0.1%",
+		seed: 1, timeScale: 1, maxInFlight: 10000, requestTimeout: 2 * time.Minute, metricsInterval: time.Second,
+		stopAfterFailures: 2, gpus: 1, hpaMetric: capacity.MetricAuto, margin: 0.2, hpaName: "model-server",
+		minReplicas: 1, maxReplicas: 10,
+	}
+}
+
+func (o *options) flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("capacity", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.url, "url", o.url, "Base URL of one replica of the OpenAI-compatible server.")
+	fs.StringVar(&o.metricsURL, "metrics-url", o.metricsURL, "The replica's Prometheus page; empty means URL/metrics, \"none\" runs without the server's signals (and without a recommendation).")
+	fs.StringVar(&o.model, "model", o.model, "Model name sent in each request; the server must list it in GET /v1/models.")
+	fs.StringVar(&o.endpoint, "endpoint", o.endpoint, "API to drive: completions or chat.")
+	fs.StringVar(&o.rates, "rates", o.rates, "Step plan: arrival rates in requests/s, e.g. 2,4,6,8 (or use --ramp).")
+	fs.StringVar(&o.ramp, "ramp", o.ramp, "Step plan START:STOP:STEP in requests/s, e.g. 2:20:2.")
+	fs.DurationVar(&o.warmup, "warmup", o.warmup, "Start of each step that is not measured (server time).")
+	fs.DurationVar(&o.window, "window", o.window, "Measured part of each step (server time); lengthened to hold --min-requests arrivals.")
+	fs.IntVar(&o.minRequests, "min-requests", o.minRequests, "Fewest requests a step's window must hold for its percentiles to count as stable.")
+	fs.StringVar(&o.promptLen, "prompt-len", o.promptLen, "Prompt length in tokens: N, uniform:MIN:MAX, exp:MEAN[:MAX] or normal:MEAN:STDDEV.")
+	fs.StringVar(&o.outputLen, "output-len", o.outputLen, "Output length in tokens (sent as max_tokens), same forms as --prompt-len.")
+	fs.StringVar(&o.prompts, "prompts", o.prompts, "JSONL request mix, one {\"prompt\": ..., \"max_tokens\": N} per line; replaces --prompt-len and --output-len.")
+	fs.StringVar(&o.slo, "slo", o.slo, "SLOs, comma-separated: ttft:pNN<=DURATION, itl:pNN<=DURATION, e2e:pNN<=DURATION, errors<=PERCENT%.")
+	fs.Uint64Var(&o.seed, "seed", o.seed, "Seed of arrival times and lengths.")
+	fs.Float64Var(&o.timeScale, "time-scale", o.timeScale, "The server's --time-scale (inference-sim): send that much faster and report in the server's time.")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Most concurrent requests; arrivals beyond it are dropped and count as errors.")
+	fs.DurationVar(&o.requestTimeout, "request-timeout", o.requestTimeout, "Wall-clock limit of one request; a request past it is an error.")
+	fs.DurationVar(&o.metricsInterval, "metrics-interval", o.metricsInterval, "How often the server's page is read during a window (server time).")
+	fs.IntVar(&o.stopAfterFailures, "stop-after-failures", o.stopAfterFailures, "End the plan after this many failing steps in a row; 0 runs every step.")
+	fs.Float64Var(&o.price, "price-per-gpu-hour", o.price, "Price of one GPU-hour, for the cost per 1,000 requests; 0 leaves cost out.")
+	fs.IntVar(&o.gpus, "gpus-per-replica", o.gpus, "GPUs one replica uses.")
+	fs.StringVar(&o.hpaMetric, "hpa-metric", o.hpaMetric, "Metric of the recommended HPA: auto, inference_queue_size or inference_batch_size.")
+	fs.Float64Var(&o.margin, "margin", o.margin, "Safety margin: the HPA target is the value observed at capacity times (1 - margin).")
+	fs.StringVar(&o.hpaName, "hpa-name", o.hpaName, "Name of the HPA and of the Deployment it scales.")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace written into the HPA manifest; empty leaves it out.")
+	fs.IntVar(&o.minReplicas, "min-replicas", o.minReplicas, "minReplicas of the HPA.")
+	fs.IntVar(&o.maxReplicas, "max-replicas", o.maxReplicas, "maxReplicas of the HPA (derived from --peak-rate when that is set).")
+	fs.Float64Var(&o.peakRate, "peak-rate", o.peakRate, "Expected peak requests/s for the whole Deployment; sets maxReplicas.")
+	fs.StringVar(&o.jsonOut, "json", o.jsonOut, "Write the results as JSON to this file (rewritten after every step).")
+	fs.StringVar(&o.svgOut, "svg", o.svgOut, "Write the chart as SVG to this file (rewritten after every step).")
+	fs.StringVar(&o.hpaOut, "hpa-out", o.hpaOut, "Write the recommended HPA manifest (YAML) to this file.")
+	return fs
+}
+
+// config is what run needs, validated.
+type config struct {
+	probe  capacity.Config
+	setup  capacity.Setup
+	hpa    capacity.HPAOptions
+	json   string
+	svg    string
+	hpaOut string
+}
+
+// config validates the options and builds the run's configuration.
+func (o *options) config() (*config, error) {
+	var errs []error
+	rates, err := capacity.ParseRates(o.rates, o.ramp)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	slos, err := capacity.ParseSLOs(o.slo)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pc := capacity.Config{
+		URL: o.url, MetricsURL: o.metricsURL, Model: o.model, Endpoint: o.endpoint,
+		Rates: rates, Warmup: o.warmup, Window: o.window, MinRequests: o.minRequests, SLOs: slos,
+		Seed: o.seed, TimeScale: o.timeScale, MaxInFlight: o.maxInFlight, RequestTimeout: o.requestTimeout,
+		MetricsInterval: o.metricsInterval, StopAfterFailures: o.stopAfterFailures,
+		Cost: capacity.Cost{PricePerGPUHour: o.price, GPUsPerReplica: o.gpus},
+	}
+	switch o.metricsURL {
+	case "":
+		pc.MetricsURL = strings.TrimSuffix(o.url, "/") + "/metrics"
+	case "none":
+		pc.MetricsURL = ""
+	}
+	mix := fmt.Sprintf("prompt %s tokens, output %s tokens", o.promptLen, o.outputLen)
+	if o.prompts != "" {
+		f, err := os.Open(o.prompts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("prompts: %w", err))
+		} else {
+			pc.Prompts, err = capacity.ReadPrompts(f)
+			_ = f.Close()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("prompts %s: %w", o.prompts, err))
+			}
+		}
+		mix = fmt.Sprintf("%d prompts from %s", len(pc.Prompts), filepath.Base(o.prompts))
+	} else {
+		if pc.PromptLen, err = loadgen.ParseDist(o.promptLen); err != nil {
+			errs = append(errs, fmt.Errorf("prompt-len: %w", err))
+		}
+		if pc.OutputLen, err = loadgen.ParseDist(o.outputLen); err != nil {
+			errs = append(errs, fmt.Errorf("output-len: %w", err))
+		}
+	}
+	if o.hpaMetric != capacity.MetricAuto && o.hpaMetric != capacity.MetricQueue && o.hpaMetric != capacity.MetricBatch {
+		errs = append(errs, fmt.Errorf("hpa-metric must be auto, %s or %s, got %q", capacity.MetricQueue, capacity.MetricBatch, o.hpaMetric))
+	}
+	if !(o.margin >= 0 && o.margin < 1) {
+		errs = append(errs, fmt.Errorf("margin must be in [0, 1), got %v", o.margin))
+	}
+	if o.minReplicas < 1 || o.maxReplicas < o.minReplicas {
+		errs = append(errs, fmt.Errorf("want 1 <= min-replicas <= max-replicas, got %d and %d", o.minReplicas, o.maxReplicas))
+	}
+	if o.peakRate < 0 {
+		errs = append(errs, fmt.Errorf("peak-rate must not be negative, got %v", o.peakRate))
+	}
+	if o.hpaName == "" {
+		errs = append(errs, errors.New("hpa-name must not be empty"))
+	}
+	if len(errs) == 0 {
+		if err := pc.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	var sloText []string
+	for _, s := range slos {
+		sloText = append(sloText, s.String())
+	}
+	return &config{
+		probe: pc,
+		setup: capacity.Setup{URL: o.url, Model: o.model, Endpoint: o.endpoint, Mix: mix, Rates: rates,
+			Warmup: o.warmup.String(), Window: o.window.String(), SLOs: sloText, TimeScale: o.timeScale, Cost: pc.Cost},
+		hpa: capacity.HPAOptions{Metric: o.hpaMetric, Margin: o.margin, Name: o.hpaName, Namespace: o.namespace,
+			MinReplicas: o.minReplicas, MaxReplicas: o.maxReplicas, PeakRate: o.peakRate},
+		json: o.jsonOut, svg: o.svgOut, hpaOut: o.hpaOut,
+	}, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOptions()
+	fs := o.flags()
+	fs.SetOutput(stdout)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	var writeErr error
+	onStep := func(steps []capacity.Step) {
+		_ = capacity.WriteProgress(stderr, steps[len(steps)-1], len(cfg.probe.Rates))
+		if err := cfg.write(capacity.NewReport(cfg.setup, steps, cfg.probe.Cost, cfg.hpa, true)); err != nil && writeErr == nil {
+			writeErr = err
+			_, _ = fmt.Fprintf(stderr, "capacity: %v\n", err)
+		}
+	}
+	steps, err := capacity.Run(ctx, cfg.probe, onStep)
+	interrupted := errors.Is(err, capacity.ErrInterrupted)
+	if err != nil && !interrupted {
+		if len(steps) == 0 {
+			return err
+		}
+		interrupted = true // keep what was measured
+	}
+	rep := capacity.NewReport(cfg.setup, steps, cfg.probe.Cost, cfg.hpa, interrupted)
+	if werr := cfg.write(rep); werr != nil {
+		return werr
+	}
+	if cfg.hpaOut != "" && rep.Recommendation != nil {
+		if werr := writeFile(cfg.hpaOut, func(w io.Writer) error { _, e := io.WriteString(w, rep.Recommendation.Manifest); return e }); werr != nil {
+			return werr
+		}
+	}
+	if werr := rep.WriteTable(stdout); werr != nil {
+		return werr
+	}
+	if rep.Recommendation != nil && cfg.hpaOut == "" {
+		_, _ = fmt.Fprintf(stdout, "\n%s", rep.Recommendation.Manifest)
+	}
+	switch {
+	case interrupted:
+		return fmt.Errorf("stopped after %d steps (%v); partial results are above%s", len(steps), err, cfg.where())
+	case !rep.Analysis.Found:
+		return fmt.Errorf("no step met the SLOs (%s)", strings.Join(rep.Analysis.Notes, "; "))
+	}
+	return writeErr
+}
+
+// where names the files written, for messages.
+func (c *config) where() string {
+	var files []string
+	for _, f := range []string{c.json, c.svg} {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	if len(files) == 0 {
+		return ""
+	}
+	return " and in " + strings.Join(files, ", ")
+}
+
+// write writes the JSON and SVG files that were asked for.
+func (c *config) write(rep *capacity.Report) error {
+	if c.json != "" {
+		if err := writeFile(c.json, rep.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if c.svg != "" {
+		if err := writeFile(c.svg, rep.WriteSVG); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile writes through a temporary file and renames it, so a reader
+// (or an interrupted run) never sees half a file.
+func writeFile(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if err := tmp.Chmod(0o644); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := write(tmp); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
