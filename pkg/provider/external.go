@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,8 +13,6 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
 // External serves external.metrics.k8s.io: a signal aggregated over the
@@ -85,45 +82,20 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	}
 	running := runningPods(pods)
 	p.want(ctx, namespace, podSel, running)
-	var ready []*corev1.Pod
-	for _, pod := range running {
-		if targets.IsReady(pod) {
-			ready = append(ready, pod)
-		}
-	}
-	if len(ready) == 0 {
+	agg := p.aggregateReady(running, sig, modelMatcher(modelSel))
+	if agg.ready == 0 {
 		return nil, notFound(cinfo, noPodsMessage(namespace, podSel, len(pods))+" (external metrics cover Ready pods)")
 	}
-	match := modelMatcher(modelSel)
-	now := p.clock.Now()
-	var (
-		acc    float64
-		n      int
-		oldest metav1.Time
-		why    reasons
-	)
-	for _, pod := range ready {
-		s := p.podSample(pod, sig, match, now)
-		if s.Status != store.OK {
-			why.add(pod, s)
-			continue
-		}
-		acc = signals.Combine(sig.Aggregation(), acc, n, s.Value)
-		n++
-		if oldest.IsZero() || s.Time.Before(oldest.Time) {
-			oldest = metav1.NewTime(s.Time)
-		}
-	}
-	if why.n > 0 {
-		return nil, notFound(cinfo, fmt.Sprintf("%d of %d ready pods matching %q have no value (the sum needs every ready pod): %s", why.n, len(ready), podSel.String(), why.String()))
+	if agg.why.n > 0 {
+		return nil, notFound(cinfo, fmt.Sprintf("%d of %d ready pods matching %q have no value (the sum needs every ready pod): %s", agg.why.n, agg.ready, podSel.String(), agg.why.String()))
 	}
 	window := p.windowSeconds()
 	return &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{{
 		MetricName:    info.Metric,
 		MetricLabels:  selectorLabels(metricSelector),
-		Timestamp:     oldest,
+		Timestamp:     metav1.NewTime(agg.oldest),
 		WindowSeconds: &window,
-		Value:         quantity(acc),
+		Value:         quantity(agg.value),
 	}}}, nil
 }
 

@@ -150,7 +150,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		if s.Status != store.OK {
 			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, describe(s)))
 		}
-		v := p.value(info, sig, ref(k, name), s.Value, s.Time, metricSelector)
+		v := p.value(sig, ref(k, name), s.Value, s.Time, metricSelector)
 		return &v, nil
 	default:
 		sel, err := p.objectSelector(k, name)
@@ -193,7 +193,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 			why.add(pod, s)
 			continue
 		}
-		items = append(items, p.value(info, sig, ref(kindPod, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}), s.Value, s.Time, metricSelector))
+		items = append(items, p.value(sig, ref(kindPod, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}), s.Value, s.Time, metricSelector))
 	}
 	if len(items) == 0 {
 		return nil, notFound(info, fmt.Sprintf("%d running pods match %q in namespace %q, but none has a value: %s", len(running), selector.String(), namespace, why.String()))
@@ -265,39 +265,48 @@ func (p *Provider) objectValue(ctx context.Context, k kind, name types.Namespace
 	}
 	running := runningPods(pods)
 	p.want(ctx, name.Namespace, sel, running)
-	var ready []*corev1.Pod
-	for _, pod := range running {
-		if targets.IsReady(pod) {
-			ready = append(ready, pod)
-		}
-	}
-	if len(ready) == 0 {
+	agg := p.aggregateReady(running, sig, match)
+	if agg.ready == 0 {
 		return nil, notFound(info, fmt.Sprintf("%s/%s: %s", name.Namespace, name.Name, noPodsMessage(name.Namespace, sel, len(pods))+" (object metrics cover Ready pods)"))
 	}
+	if agg.why.n > 0 {
+		return nil, notFound(info, fmt.Sprintf("%s/%s: %d of %d ready pods have no value (an object's value needs every ready pod): %s", name.Namespace, name.Name, agg.why.n, agg.ready, agg.why.String()))
+	}
+	v := p.value(sig, ref(k, name), agg.value, agg.oldest, metricSelector)
+	return &v, nil
+}
+
+// aggregate is a signal combined over the Ready pods of a set.
+type aggregate struct {
+	value  float64
+	oldest time.Time // the oldest contributing scrape
+	ready  int       // Ready pods in the set
+	why    reasons   // Ready pods without a value, and why
+}
+
+// aggregateReady combines sig over the Ready pods among running, with the
+// signal's aggregation, noting the pods without a value.
+func (p *Provider) aggregateReady(running []*corev1.Pod, sig signals.Signal, match store.ModelMatcher) aggregate {
 	now := p.clock.Now()
-	var (
-		acc    float64
-		n      int
-		oldest time.Time
-		why    reasons
-	)
-	for _, pod := range ready {
-		s := p.podSample(pod, sig, match, now)
-		if s.Status != store.OK {
-			why.add(pod, s)
+	var a aggregate
+	n := 0
+	for _, pod := range running {
+		if !targets.IsReady(pod) {
 			continue
 		}
-		acc = signals.Combine(sig.Aggregation(), acc, n, s.Value)
+		a.ready++
+		s := p.podSample(pod, sig, match, now)
+		if s.Status != store.OK {
+			a.why.add(pod, s)
+			continue
+		}
+		a.value = signals.Combine(sig.Aggregation(), a.value, n, s.Value)
 		n++
-		if oldest.IsZero() || s.Time.Before(oldest) {
-			oldest = s.Time
+		if a.oldest.IsZero() || s.Time.Before(a.oldest) {
+			a.oldest = s.Time
 		}
 	}
-	if why.n > 0 {
-		return nil, notFound(info, fmt.Sprintf("%s/%s: %d of %d ready pods have no value (an object's value needs every ready pod): %s", name.Namespace, name.Name, why.n, len(ready), why.String()))
-	}
-	v := p.value(info, sig, ref(k, name), acc, oldest, metricSelector)
-	return &v, nil
+	return a
 }
 
 func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace string, selector labels.Selector, sig signals.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
@@ -350,7 +359,7 @@ func (p *Provider) windowSeconds() int64 {
 	return max(1, int64(math.Ceil(p.cfg.Window.Seconds())))
 }
 
-func (p *Provider) value(info cmprovider.CustomMetricInfo, sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) custom_metrics.MetricValue {
+func (p *Provider) value(sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) custom_metrics.MetricValue {
 	window := p.windowSeconds()
 	mv := custom_metrics.MetricValue{
 		DescribedObject: obj,
