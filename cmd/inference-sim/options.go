@@ -31,7 +31,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.SortFlags = false
 	c := &o.sim
 	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the OpenAI API and /metrics on, host:port (e.g. 127.0.0.5:8000).")
-	fs.StringVar(&c.Model, "model", c.Model, "Served model name: the API's model id and the metrics' model_name label.")
+	fs.StringVar(&c.Model, "model", c.Model, "Served model name: the API's model id and the metrics' model_name label. Several comma-separated names serve several models, each with its own engine and series (vllm-v1 and sglang only).")
 	fs.StringVar(&c.MetricsFormat, "metrics-format", c.MetricsFormat, "Shape of /metrics: one of "+strings.Join(sim.Formats, ", ")+".")
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "Maximum number of requests in the running batch.")
 	fs.IntVar(&c.MaxNumBatchedTokens, "max-num-batched-tokens", c.MaxNumBatchedTokens, "Token budget of one engine step (decode tokens plus prefill chunks).")
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	klog.InfoS("Serving", "address", ln.Addr().String(), "model", o.sim.Model, "metricsFormat", o.sim.MetricsFormat,
+	klog.InfoS("Serving", "address", ln.Addr().String(), "models", o.sim.ModelNames(), "metricsFormat", o.sim.MetricsFormat,
 		"timeScale", o.sim.TimeScale, "capacityAt512x128", o.sim.Capacity(512, 128))
 	return srv.Serve(ctx, ln, o.shutdownTimeout)
 }

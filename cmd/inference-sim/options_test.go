@@ -22,6 +22,13 @@ func TestValidate(t *testing.T) {
 		{"negative time scale", []string{"--time-scale", "-1"}, "time-scale must be a positive number"},
 		{"unknown format", []string{"--metrics-format", "triton"}, `metrics-format must be one of [vllm-v1 vllm-v0 tgi sglang], got "triton"`},
 		{"zero step", []string{"--decode-time-base", "0s"}, "decode-time-base must be positive"},
+		{"two models in sglang", []string{"--model", "a,b", "--metrics-format", "sglang"}, ""},
+		{"two models in vllm-v1", []string{"--model", "a,b"}, ""},
+		{"two models in tgi", []string{"--model", "a,b", "--metrics-format", "tgi"}, `metrics-format tgi serves one model, got 2 ("a,b"): several models need vllm-v1 or sglang`},
+		{"two models in vllm-v0", []string{"--model", "a,b", "--metrics-format", "vllm-v0"}, "metrics-format vllm-v0 serves one model"},
+		{"empty model in the list", []string{"--model", "a,,b"}, "each comma-separated name must be non-empty"},
+		{"space around a model", []string{"--model", "a, b"}, "without surrounding spaces"},
+		{"model twice", []string{"--model", "a,b,a"}, `names "a" twice`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

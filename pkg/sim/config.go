@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -29,7 +30,11 @@ var Formats = []string{FormatVLLMV1, FormatVLLMV0, FormatTGI, FormatSGLang}
 // Config is the validated configuration of one simulated model server. All
 // durations are in simulated time; TimeScale maps them to wall-clock time.
 type Config struct {
-	// Model is the served model name (the OpenAI "model" and the metrics' model_name label).
+	// Model is the served model name (the OpenAI "model" and the metrics'
+	// model_name label), or several names separated by commas: each model
+	// then gets an engine of its own with all the limits below, and its own
+	// series on /metrics. Only formats that label models (vllm-v1, sglang)
+	// serve several. ModelNames splits it.
 	Model string
 	// MaxNumSeqs is the maximum number of requests in the running batch.
 	MaxNumSeqs int
@@ -57,7 +62,8 @@ type Config struct {
 	Seed int64
 	// MetricsFormat is one of Formats.
 	MetricsFormat string
-	// Engine is the value of the engine label (vLLM V1 data-parallel rank).
+	// Engine is the value of the engine label (vLLM V1 data-parallel rank)
+	// of a single-model server; with several models, model i's engine is "i".
 	Engine string
 }
 
@@ -85,9 +91,7 @@ func DefaultConfig() Config {
 // Validate reports every problem with c at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Model == "" {
-		errs = append(errs, errors.New("model must not be empty"))
-	}
+	errs = append(errs, c.validateModels()...)
 	if c.MaxNumSeqs < 1 {
 		errs = append(errs, fmt.Errorf("max-num-seqs must be at least 1, got %d", c.MaxNumSeqs))
 	}
@@ -122,6 +126,39 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("metrics-format must be one of %v, got %q", Formats, c.MetricsFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// ModelNames returns the served model names, in the order of Model.
+func (c Config) ModelNames() []string { return strings.Split(c.Model, ",") }
+
+// multiModel reports whether format can describe several models on one
+// page: its series carry model_name, as vLLM V1's and SGLang's do. TGI
+// labels no model, and the V0 format stays one model per server as V0 was.
+func multiModel(format string) bool {
+	return format == FormatVLLMV1 || format == FormatSGLang
+}
+
+func (c Config) validateModels() []error {
+	if c.Model == "" {
+		return []error{errors.New("model must not be empty")}
+	}
+	var errs []error
+	names := c.ModelNames()
+	seen := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case n == "" || strings.TrimSpace(n) != n:
+			errs = append(errs, fmt.Errorf("model %q: each comma-separated name must be non-empty without surrounding spaces", c.Model))
+		case seen[n]:
+			errs = append(errs, fmt.Errorf("model %q names %q twice", c.Model, n))
+		}
+		seen[n] = true
+	}
+	if len(names) > 1 && !multiModel(c.MetricsFormat) && validFormat(c.MetricsFormat) {
+		errs = append(errs, fmt.Errorf("metrics-format %s serves one model, got %d (%q): several models need %s or %s",
+			c.MetricsFormat, len(names), c.Model, FormatVLLMV1, FormatSGLang))
+	}
+	return errs
 }
 
 func validFormat(f string) bool {

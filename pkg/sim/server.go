@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,31 +20,51 @@ import (
 // maxBodyBytes bounds a request body.
 const maxBodyBytes = 8 << 20
 
-// Server is one simulated model server: the engine, its metrics registry
-// and the HTTP API.
+// Server is one simulated model server: an engine per served model, one
+// metrics registry and the HTTP API.
 type Server struct {
 	cfg     Config
-	engine  *Engine
+	models  []*served // in the order of cfg.Model; the first answers requests without a model
+	byName  map[string]*served
 	reg     *prometheus.Registry
 	created int64 // unix seconds, for response bodies
 	ids     atomic.Uint64
 	mux     *http.ServeMux
 }
 
+// served is one model of the server with its own engine.
+type served struct {
+	name   string
+	engine *Engine
+}
+
 // NewServer builds a server for a validated cfg on clock, with its own
-// metrics registry.
+// metrics registry. Each model named in cfg.Model gets its own engine and
+// its own series, labelled with its model_name (and, in vllm-v1 with
+// several models, engine "0", "1", ... in order).
 func NewServer(cfg Config, clock Clock) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	now := time.Now()
-	m, err := NewMetrics(cfg, reg, now)
-	if err != nil {
-		return nil, err
+	s := &Server{cfg: cfg, byName: map[string]*served{}, reg: reg, created: now.Unix(), mux: http.NewServeMux()}
+	names := cfg.ModelNames()
+	for i, name := range names {
+		mcfg := cfg
+		mcfg.Model = name
+		if len(names) > 1 {
+			mcfg.Engine = strconv.Itoa(i)
+		}
+		m, err := NewMetrics(mcfg, reg, now)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", name, err)
+		}
+		sv := &served{name: name, engine: NewEngine(mcfg, clock, m)}
+		s.models = append(s.models, sv)
+		s.byName[name] = sv
 	}
-	s := &Server{cfg: cfg, engine: NewEngine(cfg, clock, m), reg: reg, created: now.Unix(), mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /v1/models", s.listModels)
 	s.mux.HandleFunc("POST /v1/completions", s.completions)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -54,16 +75,19 @@ func NewServer(cfg Config, clock Clock) (*Server, error) {
 // Handler is the server's HTTP API.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Engine is the server's scheduler; Run it before serving requests.
-func (s *Server) Engine() *Engine { return s.engine }
+// Engine is the scheduler of the server's first model; Run it before
+// serving requests (Serve runs every model's engine).
+func (s *Server) Engine() *Engine { return s.models[0].engine }
 
 // Serve runs the engine and serves HTTP on ln until ctx is done, then shuts
 // down gracefully: it stops accepting, lets in-flight requests finish for
 // up to drain, then stops the engine.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	engineCtx, stopEngine := context.WithCancel(context.Background())
-	engineDone := make(chan error, 1)
-	go func() { engineDone <- s.engine.Run(engineCtx) }()
+	engineCtx, stopEngines := context.WithCancel(context.Background())
+	var engines sync.WaitGroup
+	for _, m := range s.models {
+		engines.Go(func() { _ = m.engine.Run(engineCtx) }) // Run returns nil on cancellation
+	}
 
 	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
 	serveDone := make(chan error, 1)
@@ -83,8 +107,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	case err = <-serveDone:
 		err = fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
 	}
-	stopEngine()
-	<-engineDone
+	stopEngines()
+	engines.Wait()
 	return err
 }
 
@@ -120,14 +144,15 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, map[string]any{
-		"object": "list",
-		"data": []map[string]any{{
-			"id": s.cfg.Model, "object": "model", "created": s.created, "owned_by": "vllm",
-			"root": s.cfg.Model, "parent": nil, "max_model_len": s.cfg.MaxModelLen,
-		}},
-	})
+func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
+	data := make([]map[string]any, 0, len(s.models))
+	for _, m := range s.models {
+		data = append(data, map[string]any{
+			"id": m.name, "object": "model", "created": s.created, "owned_by": "vllm",
+			"root": m.name, "parent": nil, "max_model_len": s.cfg.MaxModelLen,
+		})
+	}
+	writeJSON(w, map[string]any{"object": "list", "data": data})
 }
 
 // commonRequest holds the fields both endpoints share.
@@ -166,15 +191,20 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// validate checks the shared fields and returns the output length.
-func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (int, bool) {
-	if c.Model != "" && c.Model != s.cfg.Model {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", c.Model))
-		return 0, false
+// validate checks the shared fields and returns the model that serves the
+// request (the first one when the request names none) and the output length.
+func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (*served, int, bool) {
+	m := s.models[0]
+	if c.Model != "" {
+		var ok bool
+		if m, ok = s.byName[c.Model]; !ok {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", c.Model))
+			return nil, 0, false
+		}
 	}
 	if c.N != nil && *c.N != 1 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("n must be 1 in inference-sim, got %d.", *c.N))
-		return 0, false
+		return nil, 0, false
 	}
 	maxTokens := s.cfg.DefaultMaxTokens
 	if c.MaxCompletionTokens != nil {
@@ -185,15 +215,15 @@ func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (
 	}
 	if maxTokens < 1 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens))
-		return 0, false
+		return nil, 0, false
 	}
 	if prompt+maxTokens > s.cfg.MaxModelLen {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			s.cfg.MaxModelLen, prompt+maxTokens, prompt, maxTokens))
-		return 0, false
+		return nil, 0, false
 	}
-	return maxTokens, true
+	return m, maxTokens, true
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -206,11 +236,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	maxTokens, ok := s.validate(w, &req.commonRequest, prompt)
+	m, maxTokens, ok := s.validate(w, &req.commonRequest, prompt)
 	if !ok {
 		return
 	}
-	s.generate(w, r, &req.commonRequest, prompt, maxTokens, false)
+	s.generate(w, r, m, &req.commonRequest, prompt, maxTokens, false)
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
@@ -223,11 +253,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	maxTokens, ok := s.validate(w, &req.commonRequest, prompt)
+	m, maxTokens, ok := s.validate(w, &req.commonRequest, prompt)
 	if !ok {
 		return
 	}
-	s.generate(w, r, &req.commonRequest, prompt, maxTokens, true)
+	s.generate(w, r, m, &req.commonRequest, prompt, maxTokens, true)
 }
 
 type usage struct {
@@ -236,11 +266,11 @@ type usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 }
 
-// generate submits the request to the engine and writes the answer, as
-// server-sent events (one per generated token) or as one JSON body.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *commonRequest, prompt, maxTokens int, chat bool) {
+// generate submits the request to model m's engine and writes the answer,
+// as server-sent events (one per generated token) or as one JSON body.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *served, c *commonRequest, prompt, maxTokens int, chat bool) {
 	ctx := r.Context()
-	st, err := s.engine.Submit(ctx, prompt, maxTokens)
+	st, err := m.engine.Submit(ctx, prompt, maxTokens)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("engine unavailable: %v", err))
 		return
@@ -249,7 +279,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *commonReque
 	id := s.ids.Add(1)
 	if c.Stream {
 		includeUsage := c.StreamOptions != nil && c.StreamOptions.IncludeUsage
-		s.stream(ctx, w, st, id, prompt, chat, includeUsage)
+		s.stream(ctx, w, st, m.name, id, prompt, chat, includeUsage)
 		return
 	}
 	gen, reason, err := waitDone(ctx, st)
@@ -264,7 +294,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *commonReque
 	u := usage{PromptTokens: prompt, CompletionTokens: gen, TotalTokens: prompt + gen}
 	if chat {
 		writeJSON(w, map[string]any{
-			"id": fmt.Sprintf("chatcmpl-%d", id), "object": "chat.completion", "created": time.Now().Unix(), "model": s.cfg.Model,
+			"id": fmt.Sprintf("chatcmpl-%d", id), "object": "chat.completion", "created": time.Now().Unix(), "model": m.name,
 			"choices": []map[string]any{{
 				"index": 0, "message": map[string]any{"role": "assistant", "content": string(text)},
 				"logprobs": nil, "finish_reason": reason, "stop_reason": nil,
@@ -274,7 +304,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, c *commonReque
 		return
 	}
 	writeJSON(w, map[string]any{
-		"id": fmt.Sprintf("cmpl-%d", id), "object": "text_completion", "created": time.Now().Unix(), "model": s.cfg.Model,
+		"id": fmt.Sprintf("cmpl-%d", id), "object": "text_completion", "created": time.Now().Unix(), "model": m.name,
 		"choices": []map[string]any{{"index": 0, "text": string(text), "logprobs": nil, "finish_reason": reason, "stop_reason": nil}},
 		"usage":   u,
 	})
@@ -297,14 +327,14 @@ func waitDone(ctx context.Context, st *Stream) (int, string, error) {
 // stream writes one server-sent event per generated token, then a usage
 // event if asked, then [DONE]. Events are built by appending to one buffer
 // from precomputed JSON fragments.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *Stream, id uint64, prompt int, chat, includeUsage bool) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *Stream, modelName string, id uint64, prompt int, chat, includeUsage bool) {
 	flusher, _ := w.(http.Flusher)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 
-	model, _ := json.Marshal(s.cfg.Model)
+	model, _ := json.Marshal(modelName)
 	created := strconv.FormatInt(time.Now().Unix(), 10)
 	var head, tokenPre, tokenPost string
 	if chat {

@@ -26,6 +26,13 @@ const CustomMetricsGroup = "custom.metrics.k8s.io"
 // CustomMetricsVersions returns the versions registered as APIServices.
 func CustomMetricsVersions() []string { return []string{"v1beta1", "v1beta2"} }
 
+// ExternalMetricsGroup and ExternalMetricsVersion name the APIService an
+// adapter with AdapterConfig.EnableExternalMetrics registers.
+const (
+	ExternalMetricsGroup   = "external.metrics.k8s.io"
+	ExternalMetricsVersion = "v1beta1"
+)
+
 func apiServiceGVR() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 }
@@ -43,6 +50,15 @@ type AdapterConfig struct {
 	Kubeconfig string
 	// Args are added after the harness's flags (e.g. --scrape-interval).
 	Args []string
+	// EnableExternalMetrics runs the adapter with --enable-external-metrics
+	// and registers it as v1beta1.external.metrics.k8s.io too (verified
+	// TLS, the same caBundle). Off by default: only one adapter in a
+	// cluster can own that API.
+	EnableExternalMetrics bool
+	// SkipCustomMetrics leaves custom.metrics.k8s.io unregistered, for a
+	// second adapter next to one that already owns it (e.g. one started
+	// only to serve external metrics). Service must then differ too.
+	SkipCustomMetrics bool
 }
 
 // Adapter is the inference-metrics-adapter process registered with the
@@ -107,6 +123,9 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 		"--authentication-kubeconfig=" + cfg.Kubeconfig,
 		"--authorization-kubeconfig=" + cfg.Kubeconfig,
 	}, cfg.Args...)
+	if cfg.EnableExternalMetrics {
+		args = append(args, "--enable-external-metrics")
+	}
 	if a.Process, err = StartProcess("inference-metrics-adapter", cp.LogDir, cfg.Binary, args, nil); err != nil {
 		return nil, err
 	}
@@ -132,6 +151,37 @@ func (a *Adapter) HTTPClient(client *KeyPair) (*http.Client, error) {
 	return TLSClient(a.CA.CertPEM, client, a.ServerName)
 }
 
+// Config is the configuration the adapter was started with (its Binary,
+// whether it serves external metrics, ...), e.g. to start a second one.
+func (a *Adapter) Config() AdapterConfig { return a.cfg }
+
+// apiService is one APIService the adapter is registered as.
+type apiService struct {
+	group, version  string
+	versionPriority int64
+}
+
+func (s apiService) name() string { return s.version + "." + s.group }
+
+// apiServices lists what cfg registers: custom metrics unless skipped,
+// external metrics when enabled.
+func (cfg AdapterConfig) apiServices() []apiService {
+	var out []apiService
+	if !cfg.SkipCustomMetrics {
+		for _, v := range CustomMetricsVersions() {
+			priority := int64(100)
+			if v == "v1beta2" {
+				priority = 200
+			}
+			out = append(out, apiService{group: CustomMetricsGroup, version: v, versionPriority: priority})
+		}
+	}
+	if cfg.EnableExternalMetrics {
+		out = append(out, apiService{group: ExternalMetricsGroup, version: ExternalMetricsVersion, versionPriority: 100})
+	}
+	return out
+}
+
 func (a *Adapter) register(ctx context.Context) error {
 	c := a.cp.Client
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.Namespace}}
@@ -149,20 +199,16 @@ func (a *Adapter) register(ctx context.Context) error {
 	if _, err := c.CoreV1().Services(a.cfg.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("adapter: create ExternalName service: %w", err)
 	}
-	for _, v := range CustomMetricsVersions() {
-		priority := int64(100)
-		if v == "v1beta2" {
-			priority = 200
-		}
+	for _, as := range a.cfg.apiServices() {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apiregistration.k8s.io/v1",
 			"kind":       "APIService",
-			"metadata":   map[string]any{"name": v + "." + CustomMetricsGroup},
+			"metadata":   map[string]any{"name": as.name()},
 			"spec": map[string]any{
-				"group":                CustomMetricsGroup,
-				"version":              v,
+				"group":                as.group,
+				"version":              as.version,
 				"groupPriorityMinimum": int64(100),
-				"versionPriority":      priority,
+				"versionPriority":      as.versionPriority,
 				"caBundle":             base64.StdEncoding.EncodeToString(a.CA.CertPEM),
 				"service": map[string]any{
 					"namespace": a.cfg.Namespace,
@@ -175,8 +221,8 @@ func (a *Adapter) register(ctx context.Context) error {
 			return fmt.Errorf("adapter: create APIService %s: %w", obj.GetName(), err)
 		}
 	}
-	for _, v := range CustomMetricsVersions() {
-		name := v + "." + CustomMetricsGroup
+	for _, as := range a.cfg.apiServices() {
+		name := as.name()
 		var last string
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			obj, err := a.cp.Dynamic.Resource(apiServiceGVR()).Get(ctx, name, metav1.GetOptions{})
@@ -204,8 +250,8 @@ func (a *Adapter) register(ctx context.Context) error {
 // discovery do not hang on a dead backend), then stops the process.
 func (a *Adapter) Stop(ctx context.Context) error {
 	var errs []error
-	for _, v := range CustomMetricsVersions() {
-		err := a.cp.Dynamic.Resource(apiServiceGVR()).Delete(ctx, v+"."+CustomMetricsGroup, metav1.DeleteOptions{})
+	for _, as := range a.cfg.apiServices() {
+		err := a.cp.Dynamic.Resource(apiServiceGVR()).Delete(ctx, as.name(), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("adapter: delete APIService: %w", err))
 		}

@@ -24,8 +24,9 @@ import (
 
 // Components the environment may lack; Require names them.
 const (
-	ComponentSim     = "inference-sim"
-	ComponentAdapter = "inference-metrics-adapter"
+	ComponentSim      = "inference-sim"
+	ComponentAdapter  = "inference-metrics-adapter"
+	ComponentGPUAgent = "gpu-agent"
 )
 
 // AdapterNamespace and AdapterService name where the adapter is registered.
@@ -78,6 +79,10 @@ func Setup(ctx context.Context, root, binDir string) (e *Environment, err error)
 	if err != nil {
 		e.unavailable[ComponentSim] = err
 	}
+	agentBin, agentErr := BuildCommand(ctx, root, bins, ComponentGPUAgent)
+	if agentErr != nil {
+		e.unavailable[ComponentGPUAgent] = agentErr
+	}
 	if adapterErr != nil {
 		e.unavailable[ComponentAdapter] = adapterErr
 	}
@@ -88,6 +93,11 @@ func Setup(ctx context.Context, root, binDir string) (e *Environment, err error)
 	if e.SimBinary != "" {
 		if e.Kubelet, err = StartKubelet(ctx, e.ControlPlane.Client, e.SimBinary, e.ControlPlane.LogDir); err != nil {
 			return e, err
+		}
+		if agentErr == nil {
+			if err := e.Kubelet.EnableGPUs(agentBin, dir); err != nil {
+				return e, err
+			}
 		}
 	}
 	if adapterErr == nil {

@@ -31,23 +31,42 @@ const SimImage = "inference-sim"
 const defaultSimPort = 8000
 
 // Kubelet is a stand-in for the kubelet. For every pod whose first container
-// has image SimImage it allocates a loopback address 127.0.0.N, starts
-// inference-sim listening on it at the container's port, with the
-// container's args and literal env values, and reports the pod Running and
-// Ready with that pod IP. It stops the process when the pod goes away.
-// Pods are never bound to a node, so the API server deletes them at once.
+// has an image it knows (SimImage; GPUAgentImage after EnableGPUs) it
+// allocates a loopback address 127.0.0.N, starts the image's binary
+// listening on it at the container's port, with the container's args and
+// literal env values, and reports the pod Running and Ready with that pod
+// IP. It stops the process when the pod goes away. Pods are never bound to
+// a node, so the API server deletes them at once.
+//
+// After EnableGPUs the node also has FakeGPUs fake GPUs: a pod whose
+// containers request GPUResource gets that many before its process starts,
+// and the allocations are served on a pod-resources socket that gpu-agent
+// pods are pointed at.
 type Kubelet struct {
 	client kubernetes.Interface
-	simBin string
 	logDir string
 	lister corelisters.PodLister
 	queue  workqueue.TypedRateLimitingInterface[string]
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	pods   map[string]*simPod // by namespace/name
-	nextIP int
+	mu      sync.Mutex
+	runners map[string]podRunner // by image
+	gpus    *gpuDevices          // nil until EnableGPUs
+	pods    map[string]*simPod   // by namespace/name
+	nextIP  int
+}
+
+// podRunner says how the stand-in runs the pods of one image.
+type podRunner struct {
+	binary string
+	// name prefixes the process's name (and log file).
+	name string
+	// listenFlag is the flag the binary takes its listen address by.
+	listenFlag  string
+	defaultPort int32
+	// extraArgs follow the container's args and the listen flag.
+	extraArgs []string
 }
 
 type simPod struct {
@@ -66,8 +85,10 @@ func StartKubelet(ctx context.Context, client kubernetes.Interface, simBin, logD
 	podInformer := factory.Core().V1().Pods()
 	k := &Kubelet{
 		client: client,
-		simBin: simBin,
 		logDir: logDir,
+		runners: map[string]podRunner{
+			SimImage: {binary: simBin, name: "sim", listenFlag: "--listen", defaultPort: defaultSimPort},
+		},
 		lister: podInformer.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 2*time.Second)),
@@ -111,7 +132,32 @@ func StartKubelet(ctx context.Context, client kubernetes.Interface, simBin, logD
 	return k, nil
 }
 
-// Stop stops the workers and every simulator process.
+// EnableGPUs gives the node FakeGPUs fake GPUs of FakeGPUProfile, serves
+// their allocations on a pod-resources socket in dir, and runs pods whose
+// first container has image GPUAgentImage as agentBin with the container's
+// args, --listen-address=<pod IP>:<port> (the port named "metrics", else
+// "http", else the first, else 9410) and --pod-resources-socket=<that
+// socket>. Such pods choose the fake backend themselves, e.g. args
+// [--testing-fake-nvml=h100-busy, --interval=1s].
+func (k *Kubelet) EnableGPUs(agentBin, dir string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.gpus != nil {
+		return errors.New("kubelet stand-in: GPUs already enabled")
+	}
+	gpus, err := startGPUDevices(dir)
+	if err != nil {
+		return err
+	}
+	k.gpus = gpus
+	k.runners[GPUAgentImage] = podRunner{
+		binary: agentBin, name: "gpu-agent", listenFlag: "--listen-address", defaultPort: defaultGPUAgentPort,
+		extraArgs: []string{"--pod-resources-socket=" + gpus.socket()},
+	}
+	return nil
+}
+
+// Stop stops the workers, every process and the pod-resources server.
 func (k *Kubelet) Stop() error {
 	k.cancel()
 	k.wg.Wait()
@@ -121,6 +167,9 @@ func (k *Kubelet) Stop() error {
 	for key, sp := range k.pods {
 		errs = append(errs, sp.proc.Stop(5*time.Second))
 		delete(k.pods, key)
+	}
+	if k.gpus != nil {
+		k.gpus.close()
 	}
 	return errors.Join(errs...)
 }
@@ -203,7 +252,13 @@ func (k *Kubelet) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("get pod from cache: %w", err)
 	}
-	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].Image != SimImage {
+	if len(pod.Spec.Containers) == 0 {
+		return nil
+	}
+	k.mu.Lock()
+	runner, ok := k.runners[pod.Spec.Containers[0].Image]
+	k.mu.Unlock()
+	if !ok {
 		return nil
 	}
 	if pod.DeletionTimestamp != nil {
@@ -212,7 +267,7 @@ func (k *Kubelet) sync(ctx context.Context, key string) error {
 	if err := k.forget(key, pod.UID); err != nil { // a new pod with an old name
 		return err
 	}
-	sp, err := k.ensureSim(ctx, key, pod)
+	sp, err := k.ensureSim(ctx, key, pod, runner)
 	if err != nil {
 		return err
 	}
@@ -222,7 +277,8 @@ func (k *Kubelet) sync(ctx context.Context, key string) error {
 	return k.reportRunning(ctx, pod, sp)
 }
 
-// forget stops the simulator recorded for key unless it belongs to keepUID.
+// forget stops the process recorded for key unless it belongs to keepUID,
+// and releases the pod's GPUs.
 func (k *Kubelet) forget(key string, keepUID types.UID) error {
 	k.mu.Lock()
 	sp, ok := k.pods[key]
@@ -235,44 +291,66 @@ func (k *Kubelet) forget(key string, keepUID types.UID) error {
 	if !ok {
 		return nil
 	}
-	klog.V(2).InfoS("kubelet stand-in: stopping simulator", "pod", key, "ip", sp.ip, "pid", sp.proc.PID())
-	return sp.proc.Stop(5 * time.Second)
+	klog.V(2).InfoS("kubelet stand-in: stopping pod process", "pod", key, "ip", sp.ip, "pid", sp.proc.PID())
+	err := sp.proc.Stop(5 * time.Second)
+	k.releaseGPUs(key)
+	return err
 }
 
-func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod) (*simPod, error) {
+func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod, runner podRunner) (*simPod, error) {
 	k.mu.Lock()
 	if sp, ok := k.pods[key]; ok {
 		k.mu.Unlock()
 		return sp, nil
 	}
 	c := pod.Spec.Containers[0]
-	port := SimPort(c)
+	port := containerPort(c, runner.defaultPort)
 	ip, err := k.allocateIP(port)
+	gpus := k.gpus
 	k.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	args := append(append([]string{}, c.Args...), "--listen="+net.JoinHostPort(ip, strconv.Itoa(int(port))))
+	var uuids []string
+	if gpus != nil {
+		if uuids, err = gpus.allocate(key, pod); err != nil {
+			return nil, err
+		}
+	}
+	args := append(append([]string{}, c.Args...), runner.listenFlag+"="+net.JoinHostPort(ip, strconv.Itoa(int(port))))
+	args = append(args, runner.extraArgs...)
 	var env []string
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
 			env = append(env, e.Name+"="+e.Value)
 		}
 	}
-	proc, err := StartProcess("sim-"+pod.Namespace+"-"+pod.Name, k.logDir, k.simBin, args, env)
+	proc, err := StartProcess(runner.name+"-"+pod.Namespace+"-"+pod.Name, k.logDir, runner.binary, args, env)
 	if err != nil {
+		k.releaseGPUs(key)
 		return nil, err
 	}
 	if err := waitListening(ctx, proc, net.JoinHostPort(ip, strconv.Itoa(int(port))), 15*time.Second); err != nil {
 		proc.Stop(2 * time.Second)
+		k.releaseGPUs(key)
 		return nil, err
 	}
 	sp := &simPod{uid: pod.UID, ip: ip, port: port, labels: labels.Set(pod.Labels), proc: proc}
 	k.mu.Lock()
 	k.pods[key] = sp
 	k.mu.Unlock()
-	klog.V(2).InfoS("kubelet stand-in: started simulator", "pod", key, "ip", ip, "port", port, "pid", proc.PID())
+	klog.V(2).InfoS("kubelet stand-in: started pod process", "pod", key, "image", c.Image, "ip", ip, "port", port, "gpus", uuids, "pid", proc.PID())
 	return sp, nil
+}
+
+// releaseGPUs returns key's GPUs, if any, to the node.
+func (k *Kubelet) releaseGPUs(key string) {
+	k.mu.Lock()
+	gpus := k.gpus
+	k.mu.Unlock()
+	if gpus != nil {
+		gpus.release(key)
+	}
 }
 
 // allocateIP hands out 127.0.0.2, 127.0.0.3, … 127.0.255.254, skipping
@@ -331,7 +409,11 @@ func (k *Kubelet) reportRunning(ctx context.Context, cached *corev1.Pod, sp *sim
 
 // SimPort is the port of the container's model server: the port named
 // "metrics", else "http", else the first port, else 8000.
-func SimPort(c corev1.Container) int32 {
+func SimPort(c corev1.Container) int32 { return containerPort(c, defaultSimPort) }
+
+// containerPort is the port named "metrics", else "http", else the first
+// port, else def.
+func containerPort(c corev1.Container, def int32) int32 {
 	for _, name := range []string{"metrics", "http"} {
 		for _, p := range c.Ports {
 			if p.Name == name {
@@ -342,7 +424,7 @@ func SimPort(c corev1.Container) int32 {
 	if len(c.Ports) > 0 {
 		return c.Ports[0].ContainerPort
 	}
-	return defaultSimPort
+	return def
 }
 
 func waitListening(ctx context.Context, p *Process, addr string, timeout time.Duration) error {

@@ -1,0 +1,148 @@
+package framework
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
+)
+
+// The stand-in node's GPUs. The kubelet stand-in plays the NVIDIA device
+// plugin and the kubelet's pod-resources API for them; a gpu-agent pod run
+// with --testing-fake-nvml=FakeGPUProfile reads the same eight devices.
+const (
+	// GPUAgentImage is the image the kubelet stand-in runs as the gpu-agent.
+	GPUAgentImage = "gpu-agent"
+	// GPUAgentLabel is the label (key=value) the adapter finds gpu-agent
+	// pods by: its default --gpu-agent-selector.
+	GPUAgentLabel = "app.kubernetes.io/name=inference-metrics-adapter-gpu-agent"
+	// FakeGPUProfile is the fake NVML profile of the node: eight H100s
+	// that NVML reads as 100% busy with SM activity 0.38.
+	FakeGPUProfile = "h100-busy"
+	// FakeGPUs is how many GPUs the node has.
+	FakeGPUs = 8
+	// GPUResource is the extended resource pods request GPUs by.
+	GPUResource = corev1.ResourceName("nvidia.com/gpu")
+)
+
+// defaultGPUAgentPort is the gpu-agent's port when its container declares none.
+const defaultGPUAgentPort = 9410
+
+// gpuDevices hands out the node's fake GPUs to the containers that request
+// GPUResource, and serves the allocations on a real pod-resources gRPC
+// server, as the device plugin and the kubelet do together.
+type gpuDevices struct {
+	srv *podresourcestest.Server
+
+	mu   sync.Mutex
+	free []int                                   // device indexes not allocated
+	held map[string]*podresourcesv1.PodResources // by namespace/name
+	idx  map[string][]int                        // device indexes by namespace/name
+}
+
+// startGPUDevices serves the pod-resources API on dir/kubelet.sock.
+func startGPUDevices(dir string) (*gpuDevices, error) {
+	srv, err := podresourcestest.Start(filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet stand-in: pod-resources server: %w", err)
+	}
+	g := &gpuDevices{srv: srv, held: map[string]*podresourcesv1.PodResources{}, idx: map[string][]int{}}
+	for i := range FakeGPUs {
+		g.free = append(g.free, i)
+	}
+	return g, nil
+}
+
+// socket is the pod-resources socket a gpu-agent connects to.
+func (g *gpuDevices) socket() string { return g.srv.Socket() }
+
+// podGPURequests returns, per container, the GPUs it requests (limits).
+func podGPURequests(pod *corev1.Pod) (map[string]int, int) {
+	out := map[string]int{}
+	total := 0
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Limits[GPUResource]; ok && q.Value() > 0 {
+			out[c.Name] = int(q.Value())
+			total += int(q.Value())
+		}
+	}
+	return out, total
+}
+
+// allocate gives pod's containers the GPUs they request, lowest free index
+// first, and publishes them. It returns the UUIDs, none when the pod
+// requests no GPUs, and an error when too few are free (the pod then
+// stays Pending, as a kubelet would refuse to admit it).
+func (g *gpuDevices) allocate(key string, pod *corev1.Pod) ([]string, error) {
+	req, total := podGPURequests(pod)
+	if total == 0 {
+		return nil, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.held[key]; ok {
+		return nil, fmt.Errorf("kubelet stand-in: pod %s already holds GPUs", key)
+	}
+	if total > len(g.free) {
+		return nil, fmt.Errorf("kubelet stand-in: pod %s requests %d %s, %d of %d free", key, total, GPUResource, len(g.free), FakeGPUs)
+	}
+	pr := &podresourcesv1.PodResources{Namespace: pod.Namespace, Name: pod.Name}
+	var uuids []string
+	var taken []int
+	for _, c := range pod.Spec.Containers {
+		n := req[c.Name]
+		if n == 0 {
+			continue
+		}
+		ids := make([]string, 0, n)
+		for _, i := range g.free[:n] {
+			ids = append(ids, nvml.FakeUUID(FakeGPUProfile, i))
+		}
+		taken = append(taken, g.free[:n]...)
+		g.free = g.free[n:]
+		uuids = append(uuids, ids...)
+		pr.Containers = append(pr.Containers, &podresourcesv1.ContainerResources{
+			Name:    c.Name,
+			Devices: []*podresourcesv1.ContainerDevices{{ResourceName: string(GPUResource), DeviceIds: ids}},
+		})
+	}
+	g.held[key] = pr
+	g.idx[key] = taken
+	g.publishLocked()
+	return uuids, nil
+}
+
+// release returns key's GPUs to the free pool; a pod holding none is a no-op.
+func (g *gpuDevices) release(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.held[key]; !ok {
+		return
+	}
+	g.free = append(g.free, g.idx[key]...)
+	sort.Ints(g.free)
+	delete(g.held, key)
+	delete(g.idx, key)
+	g.publishLocked()
+}
+
+func (g *gpuDevices) publishLocked() {
+	keys := make([]string, 0, len(g.held))
+	for k := range g.held {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pods := make([]*podresourcesv1.PodResources, 0, len(keys))
+	for _, k := range keys {
+		pods = append(pods, g.held[k])
+	}
+	g.srv.SetPods(pods...)
+}
+
+func (g *gpuDevices) close() { g.srv.Close() }
