@@ -1,7 +1,8 @@
 // Package framework owns the end-to-end harness: a real control plane
 // (etcd, kube-apiserver, kube-controller-manager) on 127.0.0.1 with
-// certificates made per run, a kubelet stand-in that runs inference-sim
-// processes for pods on loopback addresses, a Service stand-in for load,
+// certificates made per run, a kubelet stand-in that runs inference-sim (and
+// gpu-agent) processes for pods on loopback addresses, with fake GPUs published
+// on a real pod-resources gRPC server, a Service stand-in for load,
 // and the inference-metrics-adapter registered as custom.metrics.k8s.io.
 // Every process it starts is recorded by PID, logs to a file, and is
 // stopped in teardown.
