@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen capacity
 # Unit-test packages: everything except the end-to-end suite.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
 .PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo clean manifests images help
 
@@ -24,7 +24,7 @@ tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-ma
 	@./test/tools/build.sh >/dev/null
 
 e2e: ## End-to-end tests on a real control plane (builds the tools first, cached)
-	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) test -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
+	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) test -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
 
 test: verify unit e2e ## Everything CI runs: verify, unit tests, end-to-end tests
 
