@@ -24,7 +24,7 @@ tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-ma
 	@./test/tools/build.sh >/dev/null
 
 e2e: ## End-to-end tests on a real control plane (builds the tools first, cached)
-	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) test -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
+	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
 
 test: verify unit e2e ## Everything CI runs: verify, unit tests, end-to-end tests
 
