@@ -1,6 +1,9 @@
 # inference-metrics-adapter
 SHELL := /bin/bash
 GO ?= go
+# go-nvml's header marks old NVML calls deprecated; its cgo prologue would print
+# hundreds of warnings on every cold build of pkg/nvml.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN := bin
 BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen capacity
 # Unit-test packages: everything except the end-to-end suite.
