@@ -300,6 +300,10 @@ func takeSample(ctx context.Context, e *framework.Environment, ns, name, metric 
 				r.hpaValue = m.Object.Current.AverageValue.String() + "/pod"
 			case m.Object != nil && m.Object.Current.Value != nil:
 				r.hpaValue = m.Object.Current.Value.String()
+			case m.External != nil && m.External.Current.AverageValue != nil:
+				r.hpaValue = m.External.Current.AverageValue.String() + "/pod"
+			case m.External != nil && m.External.Current.Value != nil:
+				r.hpaValue = m.External.Current.Value.String()
 			}
 		}
 		for _, cond := range h.Status.Conditions {
