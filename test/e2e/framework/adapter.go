@@ -92,7 +92,9 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 			a.Stop(context.Background())
 		}
 	}()
-	dir := filepath.Join(cp.Dir, "adapter")
+	// One directory per Service: the adapter reloads its certificate files
+	// when they change, so two adapters must never share them.
+	dir := filepath.Join(cp.Dir, "adapter-"+cfg.Service)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("adapter: create %s: %w", dir, err)
 	}
@@ -126,7 +128,7 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 	if cfg.EnableExternalMetrics {
 		args = append(args, "--enable-external-metrics")
 	}
-	if a.Process, err = StartProcess("inference-metrics-adapter", cp.LogDir, cfg.Binary, args, nil); err != nil {
+	if a.Process, err = StartProcess(cfg.Service, cp.LogDir, cfg.Binary, args, nil); err != nil {
 		return nil, err
 	}
 	httpc, err := a.HTTPClient(cp.Admin)
