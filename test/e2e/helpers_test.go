@@ -207,11 +207,17 @@ type load struct {
 // 32 output tokens.
 func startLoad(t *testing.T, url string, rate float64, d time.Duration, maxInFlight int) *load {
 	t.Helper()
+	return startLoadFor(t, url, simModel, rate, d, maxInFlight)
+}
+
+// startLoadFor is startLoad with requests for the named model.
+func startLoadFor(t *testing.T, url, model string, rate float64, d time.Duration, maxInFlight int) *load {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{start: time.Now(), cancel: cancel, done: make(chan struct{})}
 	cfg := loadgen.Config{
 		URL:            url,
-		Model:          simModel,
+		Model:          model,
 		Endpoint:       loadgen.EndpointCompletions,
 		Schedule:       []loadgen.Phase{{Rate: rate, Duration: d}},
 		PromptLen:      loadgen.Fixed{N: 64},

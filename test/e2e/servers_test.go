@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
@@ -274,24 +273,5 @@ func simModelGauge(ctx context.Context, baseURL, name string) (map[string]float6
 // startModelLoad is startLoad for one model of a multi-model server.
 func startModelLoad(t *testing.T, url, modelName string, rate float64, d time.Duration, maxInFlight int) *load {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{start: time.Now(), cancel: cancel, done: make(chan struct{})}
-	cfg := loadgen.Config{
-		URL:            url,
-		Model:          modelName,
-		Endpoint:       loadgen.EndpointCompletions,
-		Schedule:       []loadgen.Phase{{Rate: rate, Duration: d}},
-		PromptLen:      loadgen.Fixed{N: 64},
-		OutputLen:      loadgen.Fixed{N: 32},
-		Seed:           1,
-		TimeScale:      1,
-		MaxInFlight:    maxInFlight,
-		RequestTimeout: time.Minute,
-	}
-	go func() {
-		defer close(l.done)
-		l.report, l.err = loadgen.Run(ctx, cfg)
-	}()
-	t.Cleanup(func() { l.stop() })
-	return l
+	return startLoadFor(t, url, modelName, rate, d, maxInFlight)
 }
