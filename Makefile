@@ -32,7 +32,7 @@ e2e: ## End-to-end tests on a real control plane (builds the tools first, cached
 test: verify unit e2e ## Everything CI runs: verify, unit tests, end-to-end tests
 
 bench: ## Benchmarks: parser vs expfmt vs floor, scrape vs bare GET, heap per 1000 targets
-	$(GO) test -run='^$$' -bench=. -benchmem -count=3 ./pkg/parse ./pkg/scrape ./pkg/store
+	$(GO) test -run='^$$' -bench=. -benchmem -count=3 ./pkg/parse ./pkg/scrape ./pkg/store ./pkg/provider
 
 fuzz: ## Fuzz the parser for 60s
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=60s ./pkg/parse

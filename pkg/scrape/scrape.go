@@ -92,12 +92,12 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults: a 5 s interval, a 3 s timeout, a
-// 10 MiB body limit, 64 workers and full jitter.
+// 16 MiB body limit (the --max-body-size default), 64 workers and full jitter.
 func DefaultConfig() Config {
 	return Config{
 		Interval:    5 * time.Second,
 		Timeout:     3 * time.Second,
-		MaxBodySize: 10 << 20,
+		MaxBodySize: 16 << 20,
 		Concurrency: 64,
 		Jitter:      1,
 	}

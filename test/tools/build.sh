@@ -18,7 +18,7 @@ if [[ $complete == 1 ]]; then
 fi
 
 echo "tools: building etcd, kube-apiserver, kube-controller-manager, helm into $bin" >&2
-echo "tools: the first build takes about 5-10 minutes on 2 cores (3-4 GB of Go build cache); later runs reuse it" >&2
+echo "tools: the first build takes about 10 minutes on 2 cores (up to 20 on a busy machine; 3-4 GB of Go build cache); later runs reuse it" >&2
 mkdir -p "$bin.tmp"
 start=$(date +%s)
 k8sver=v1.37.2
