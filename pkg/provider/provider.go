@@ -145,7 +145,13 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		if err != nil {
 			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %v", name.Namespace, name.Name, err))
 		}
-		p.want(ctx, name.Namespace, labels.SelectorFromSet(pod.Labels), []*corev1.Pod{pod})
+		// The pod's own labels keep it (and its siblings) scraped; a pod
+		// without labels must not make its whole namespace wanted.
+		sel := labels.Nothing()
+		if len(pod.Labels) > 0 {
+			sel = labels.SelectorFromSet(pod.Labels)
+		}
+		p.want(ctx, name.Namespace, sel, []*corev1.Pod{pod})
 		now = p.clock.Now()
 		s := p.podSample(pod, sig, match, now)
 		if s.Status != store.OK {

@@ -123,16 +123,23 @@ func (t *Tracker) Run(ctx context.Context) {
 // Want records that pods matching selector in namespace are wanted, and
 // scrapes at once (within FirstScrapeTimeout) those of pods that were
 // never scraped, so that the first answer about a selector is not empty.
+//
+// A selector that selects nothing (labels.Nothing()) registers no demand: the
+// pods are scraped once now and kept only while other demand wants them.
 func (t *Tracker) Want(ctx context.Context, namespace string, selector labels.Selector, pods []*corev1.Pod) {
-	key := demandKey{namespace, selector.String()}
-	t.mu.Lock()
-	d, existed := t.demand[key]
-	if !existed {
-		d = &demand{selector: selector}
-		t.demand[key] = d
+	existed := true
+	if _, selectable := selector.Requirements(); selectable {
+		key := demandKey{namespace, selector.String()}
+		t.mu.Lock()
+		var d *demand
+		d, existed = t.demand[key]
+		if !existed {
+			d = &demand{selector: selector}
+			t.demand[key] = d
+		}
+		d.lastAsk = t.clock.Now()
+		t.mu.Unlock()
 	}
-	d.lastAsk = t.clock.Now()
-	t.mu.Unlock()
 
 	var fresh []scrape.Target
 	for _, p := range pods {

@@ -192,3 +192,26 @@ func TestTrackerCustomServer(t *testing.T) {
 		t.Fatalf("targets %+v, want p forced to my-server (%d)", setter.last, want)
 	}
 }
+
+func TestWantNothingRegistersNoDemand(t *testing.T) {
+	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
+	bare := testPod("bare", nil, port)
+	bare.Labels = nil
+	other := testPod("other", nil, port)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, p := range []*corev1.Pod{bare, other} {
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setter, prober := &recSetter{}, &recProber{}
+	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), setter, prober, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	tr.Want(context.Background(), "ns", labels.Nothing(), []*corev1.Pod{bare})
+	if fmt.Sprint(prober.scraped) != "[bare]" {
+		t.Fatalf("scraped %v, want the asked-about pod once", prober.scraped)
+	}
+	tr.Reconcile()
+	if got := names(setter.last); got != "[]" {
+		t.Fatalf("targets %s: a selector of nothing must not make the namespace wanted", got)
+	}
+}
