@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
 )
 
@@ -67,14 +68,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o := newOptions()
 	fs := o.flags()
 	fs.SetOutput(stdout)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
+	if done, err := cli.Parse(fs, args); done || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if err := o.validate(); err != nil {
 		return err
