@@ -26,7 +26,7 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
-// The values of testdata/vllm-v1.prom (see /work/shared/fixtures/README.md).
+// The values written in testdata/vllm-v1.prom.
 const (
 	fixtureQueue = 3.0
 	fixtureBatch = 24.0
