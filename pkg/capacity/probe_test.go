@@ -12,35 +12,8 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim/simtest"
 )
-
-// startSim serves an in-process inference-sim on 127.0.0.1 until the test ends.
-func startSim(t *testing.T, cfg sim.Config) string {
-	t.Helper()
-	srv, err := sim.NewServer(cfg, sim.NewScaledClock(cfg.TimeScale))
-	if err != nil {
-		t.Fatalf("NewServer: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, 2*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("simulator did not stop")
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // simCase is a simulator configuration with its request mix.
 type simCase struct {
@@ -101,7 +74,7 @@ func TestCapacityMatchesSimulatorModel(t *testing.T) {
 			for _, f := range []float64{0.5, 0.7, 0.82, 0.9, 0.96, 1.04, 1.12, 1.25} {
 				rates = append(rates, f*want)
 			}
-			url := startSim(t, tc.cfg)
+			url := simtest.Start(t, tc.cfg)
 			cfg := capacity.Config{
 				URL: url, MetricsURL: url + "/metrics", Model: tc.cfg.Model, Endpoint: loadgen.EndpointCompletions,
 				Rates: rates, Warmup: 3 * s, Window: 15 * time.Second, MinRequests: 100,
@@ -146,7 +119,7 @@ func TestCapacityMatchesSimulatorModel(t *testing.T) {
 // and an interrupted run (partial steps are returned, the last marked).
 func TestRunErrors(t *testing.T) {
 	c := simCases()[1]
-	url := startSim(t, c.cfg)
+	url := simtest.Start(t, c.cfg)
 	slos, _ := capacity.ParseSLOs("ttft:p90<=1s")
 	base := capacity.Config{
 		URL: url, MetricsURL: url + "/metrics", Model: c.cfg.Model, Endpoint: loadgen.EndpointCompletions,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim/simtest"
 )
 
 func cpuTime(b *testing.B) time.Duration {
@@ -36,7 +37,7 @@ func BenchmarkStreams(b *testing.B) {
 			cfg.StepBase = 10 * time.Millisecond
 			cfg.StepPerSeq = 0
 			cfg.PrefillPerToken = 0
-			base := startServer(b, cfg)
+			base := simtest.Start(b, cfg)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, DisableCompression: true}}
 			defer client.CloseIdleConnections()
 			body := `{"prompt":"` + strings.Repeat("abc ", 16) + `","max_tokens":100,"stream":true}`

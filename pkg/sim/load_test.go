@@ -9,6 +9,7 @@ import (
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim/simtest"
 )
 
 // value is the sum of a family's series (counter, gauge) or, for a
@@ -96,7 +97,7 @@ func TestLoadBelowAndAboveCapacity(t *testing.T) {
 	floor := cfg.StepDuration(1, loadPrompt)
 
 	t.Run("below capacity", func(t *testing.T) {
-		base := startServer(t, cfg)
+		base := simtest.Start(t, cfg)
 		s := runLoad(t, cfg, base, 0.3*capacity, 6*time.Second, nil)
 		mfs := scrape(t, base)
 		// Server-side figures are in simulated time and immune to the
@@ -121,7 +122,7 @@ func TestLoadBelowAndAboveCapacity(t *testing.T) {
 	})
 
 	t.Run("above capacity", func(t *testing.T) {
-		base := startServer(t, cfg)
+		base := simtest.Start(t, cfg)
 		var waiting float64
 		s := runLoad(t, cfg, base, 3*capacity, 2*time.Second, func() {
 			waiting = value(t, scrape(t, base), "vllm:num_requests_waiting")
@@ -154,7 +155,7 @@ func TestLoadPastKVBudget(t *testing.T) {
 	cfg.NumGPUBlocks = 40 // 640 tokens: ten 64-token prompts, not ten 192-token sequences
 	cfg.MaxModelLen = 640
 	cfg.DefaultMaxTokens = 16
-	base := startServer(t, cfg)
+	base := simtest.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rep, err := loadgen.Run(ctx, loadgen.Config{

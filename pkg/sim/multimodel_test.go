@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim/simtest"
 )
 
 // twoModelConfig serves models "alpha" and "beta" with one request in each
@@ -44,7 +45,7 @@ func perModel(mfs map[string]*dto.MetricFamily, name string) map[string]float64 
 func TestTwoModelsAPI(t *testing.T) {
 	cfg := twoModelConfig(sim.FormatSGLang)
 	cfg.StepBase = time.Millisecond
-	base := startServer(t, cfg)
+	base := simtest.Start(t, cfg)
 
 	tests := []struct {
 		name, body, wantModel string
@@ -117,7 +118,7 @@ func TestTwoModelsMetrics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.format, func(t *testing.T) {
-			base := startServer(t, twoModelConfig(tc.format))
+			base := simtest.Start(t, twoModelConfig(tc.format))
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			const open = 3 // one running, two waiting behind max-num-seqs=1

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -21,35 +20,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim/simtest"
 )
-
-// startServer runs a simulator on 127.0.0.1 and stops it when the test ends.
-func startServer(t testing.TB, cfg sim.Config) string {
-	t.Helper()
-	srv, err := sim.NewServer(cfg, sim.NewScaledClock(cfg.TimeScale))
-	if err != nil {
-		t.Fatalf("NewServer: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, 5*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("server did not stop")
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // parsePage parses a /metrics page strictly.
 func parsePage(t testing.TB, page []byte) map[string]*dto.MetricFamily {
@@ -146,7 +118,7 @@ func compareFamily(t *testing.T, name string, got, want *dto.MetricFamily) {
 // the simulator's page with the same type, HELP, label names and buckets.
 func TestMetricsMatchVLLMV1Fixture(t *testing.T) {
 	cfg := sim.DefaultConfig()
-	base := startServer(t, cfg)
+	base := simtest.Start(t, cfg)
 	got := scrape(t, base)
 	want := fixture(t, "vllm-v1.prom")
 	n := 0
@@ -201,7 +173,7 @@ func TestOtherFormatsMatchFixtures(t *testing.T) {
 		t.Run(tc.format, func(t *testing.T) {
 			cfg := sim.DefaultConfig()
 			cfg.MetricsFormat = tc.format
-			got := scrape(t, startServer(t, cfg))
+			got := scrape(t, simtest.Start(t, cfg))
 			want := fixture(t, tc.fixture)
 			for name, gmf := range got {
 				if strings.HasPrefix(name, "process_") {
@@ -246,7 +218,7 @@ func fastConfig() sim.Config {
 
 func TestBadRequests(t *testing.T) {
 	cfg := fastConfig()
-	base := startServer(t, cfg)
+	base := simtest.Start(t, cfg)
 	tests := []struct {
 		name, path, body string
 		code             int
@@ -286,7 +258,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestNonStreamingAndModels(t *testing.T) {
 	cfg := fastConfig()
-	base := startServer(t, cfg)
+	base := simtest.Start(t, cfg)
 	resp, body := postJSON(t, base+"/v1/completions", `{"prompt":"hello world!","max_tokens":7}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -327,7 +299,7 @@ func TestNonStreamingAndModels(t *testing.T) {
 // event per token, the last one with finish_reason, then [DONE].
 func TestStreamingPlainHTTP(t *testing.T) {
 	cfg := fastConfig()
-	base := startServer(t, cfg)
+	base := simtest.Start(t, cfg)
 	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
 		t.Run(path, func(t *testing.T) {
 			body := `{"prompt":"hi","max_tokens":5,"stream":true}`
@@ -374,7 +346,7 @@ func TestStreamingPlainHTTP(t *testing.T) {
 // TestStreamingOpenAIClient drives both endpoints with openai-go.
 func TestStreamingOpenAIClient(t *testing.T) {
 	cfg := fastConfig()
-	base := startServer(t, cfg)
+	base := simtest.Start(t, cfg)
 	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

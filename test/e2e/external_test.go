@@ -77,7 +77,7 @@ func TestExternalScalesDeployment(t *testing.T) {
 		},
 	}
 	// The summed queue C-4N is 5 per pod at N=4.
-	runScaleScenario(t, e, ns, d.Name, metric, 36)
+	runScaleScenario(t, e, ns, d.Name, metric, metricQueue, 36)
 }
 
 // startExternalAdapter runs a second adapter registered only as

@@ -83,49 +83,59 @@ func TestHPAScales(t *testing.T) {
 			ns := e.Namespace(t)
 			d := simDeployment("model", 1, "--max-num-seqs=4")
 			createSimDeployment(t, e, ns, d, 1)
-			selector := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
-			hpa := newHPA(d.Name, 1, hpaMaxReplicas, tc.metric(d.Name), 10)
-			createHPA(t, e, ns, hpa)
-
-			svc, err := framework.StartServiceProxy(func() []string { return e.Kubelet.Endpoints(ns, selector) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { svc.Close() })
-
-			s := startSampler(t, e, ns, d.Name, tc.show, selector)
-			l := startLoad(t, svc.URL, hpaLoadRate, hpaLoadFor, tc.inFlight)
-			report := l.wait(t, hpaLoadFor+time.Minute)
-			loadEnd := time.Now()
-			peak := s.peakSince(l.start)
-			held := s.lowestSince(loadEnd.Add(-hpaHoldFor))
-
-			ctx, cancel := context.WithTimeout(context.Background(), hpaScaleDownMax)
-			defer cancel()
-			scaledDown := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-				return s.last().specReplicas == 1, nil
-			})
-			downAfter := time.Since(loadEnd)
-			rows := s.stop()
-			t.Logf("load: %s", summary(report))
-			logTable(t, tc.show, rows, report, l.start)
-
-			if peak < 2 {
-				t.Errorf("the HPA never scaled up during %s of load past one pod's capacity (peak %d replicas)", hpaLoadFor, peak)
-			}
-			if held < 2 {
-				t.Errorf("the HPA went down to %d replicas in the last %s of the load", held, hpaHoldFor)
-			}
-			if !s.sawMetric() {
-				t.Errorf("the HPA never reported a current value for its metric")
-			}
-			if scaledDown != nil {
-				t.Errorf("not back to 1 replica %s after the load stopped (last %+v)", hpaScaleDownMax, s.last())
-			} else {
-				t.Logf("peak %d replicas, at least %d in the last %s of the load; back to 1 replica %s after it stopped",
-					peak, held, hpaHoldFor, downAfter.Round(time.Second))
-			}
+			runScaleScenario(t, e, ns, d.Name, tc.metric(d.Name), tc.show, tc.inFlight)
 		})
+	}
+}
+
+// runScaleScenario is TestHPAScales' scenario for one metric on the
+// Deployment name (pods labelled app=name): 60 arrivals/s for hpaLoadFor with
+// at most inFlight requests open, through a Service stand-in over its pods.
+// The HPA (min 1, max hpaMaxReplicas) must scale up, hold 2 or more replicas
+// through the last hpaHoldFor of the load, report a current value with
+// ScalingActive=True, and return to 1 replica within hpaScaleDownMax after
+// the load stops. The table (with show's per-pod values) is logged.
+func runScaleScenario(t *testing.T, e *framework.Environment, ns, name string, metric autoscalingv2.MetricSpec, show string, inFlight int) {
+	t.Helper()
+	selector := labels.SelectorFromSet(map[string]string{"app": name})
+	createHPA(t, e, ns, newHPA(name, 1, hpaMaxReplicas, metric, 10))
+	svc, err := framework.StartServiceProxy(func() []string { return e.Kubelet.Endpoints(ns, selector) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+
+	s := startSampler(t, e, ns, name, show, selector)
+	l := startLoad(t, svc.URL, hpaLoadRate, hpaLoadFor, inFlight)
+	report := l.wait(t, hpaLoadFor+time.Minute)
+	loadEnd := time.Now()
+	peak := s.peakSince(l.start)
+	held := s.lowestSince(loadEnd.Add(-hpaHoldFor))
+
+	ctx, cancel := context.WithTimeout(context.Background(), hpaScaleDownMax)
+	defer cancel()
+	scaledDown := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		return s.last().specReplicas == 1, nil
+	})
+	downAfter := time.Since(loadEnd)
+	rows := s.stop()
+	t.Logf("load: %s", summary(report))
+	logTable(t, show, rows, report, l.start)
+
+	if peak < 2 {
+		t.Errorf("the HPA never scaled up during %s of load past one pod's capacity (peak %d replicas)", hpaLoadFor, peak)
+	}
+	if held < 2 {
+		t.Errorf("the HPA went down to %d replicas in the last %s of the load", held, hpaHoldFor)
+	}
+	if !s.sawMetric() {
+		t.Errorf("the HPA never reported a current value with ScalingActive=True")
+	}
+	if scaledDown != nil {
+		t.Errorf("not back to 1 replica %s after the load stopped (last %+v)", hpaScaleDownMax, s.last())
+	} else {
+		t.Logf("peak %d replicas, at least %d in the last %s of the load; back to 1 replica %s after it stopped",
+			peak, held, hpaHoldFor, downAfter.Round(time.Second))
 	}
 }
 

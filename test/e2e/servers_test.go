@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func TestTGIScalesOnQueue(t *testing.T) {
 		t.Fatalf("the pod does not serve a TGI page: %v", err)
 	}
 	// Queue C/N-4 = 5 at N=4, as in TestHPAScales.
-	runScaleScenario(t, e, ns, d.Name, podsMetric(metricQueue, "5"), 36)
+	runScaleScenario(t, e, ns, d.Name, podsMetric(metricQueue, "5"), metricQueue, 36)
 }
 
 // TestSGLangTwoModels: one pod serves two models in SGLang's format. The
@@ -110,78 +109,6 @@ func TestSGLangTwoModels(t *testing.T) {
 		t.Fatalf("the HPA with metric.selector model_name=beta never read beta's value alone (last: %s): %v", last, err)
 	}
 	t.Logf("HPA with metric.selector model_name=beta: %s", last)
-}
-
-// runScaleScenario is TestHPAScales' scenario for one metric: 60
-// arrivals/s for hpaLoadFor with at most inFlight requests open, through
-// a Service stand-in over d's pods. The HPA (min 1, max hpaMaxReplicas)
-// must scale up, hold 2 or more replicas through the last hpaHoldFor of
-// the load, report a current value with ScalingActive=True, and return to
-// 1 replica within hpaScaleDownMax after the load stops. The table and the
-// HPA's values over time are logged.
-func runScaleScenario(t *testing.T, e *framework.Environment, ns, name string, metric autoscalingv2.MetricSpec, inFlight int) {
-	t.Helper()
-	selector := labels.SelectorFromSet(map[string]string{"app": name})
-	createHPA(t, e, ns, newHPA(name, 1, hpaMaxReplicas, metric, 10))
-	svc, err := framework.StartServiceProxy(func() []string { return e.Kubelet.Endpoints(ns, selector) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-
-	s := startSampler(t, e, ns, name, metricQueue, selector)
-	l := startLoad(t, svc.URL, hpaLoadRate, hpaLoadFor, inFlight)
-	var values []string // the HPA's current value, every hpaSampleEvery
-	active := false
-	tick := time.NewTicker(hpaSampleEvery)
-	for running := true; running; {
-		select {
-		case <-l.done:
-			running = false
-		case <-tick.C:
-			ctx, cancel := context.WithTimeout(context.Background(), hpaSampleEvery)
-			v, ok, scaling := hpaCurrent(ctx, e, ns, name)
-			cancel()
-			cell := "-"
-			if ok {
-				cell = fmt.Sprintf("%.4g", v)
-				active = active || scaling
-			}
-			values = append(values, fmt.Sprintf("%.0fs=%s", time.Since(l.start).Seconds(), cell))
-		}
-	}
-	tick.Stop()
-	report := l.wait(t, time.Minute)
-	loadEnd := time.Now()
-	peak := s.peakSince(l.start)
-	held := s.lowestSince(loadEnd.Add(-hpaHoldFor))
-
-	ctx, cancel := context.WithTimeout(context.Background(), hpaScaleDownMax)
-	defer cancel()
-	scaledDown := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		return s.last().specReplicas == 1, nil
-	})
-	downAfter := time.Since(loadEnd)
-	rows := s.stop()
-	t.Logf("load: %s", summary(report))
-	logTable(t, metricQueue, rows, report, l.start)
-	t.Logf("HPA current value (%s metric) during the load: %s", metric.Type, strings.Join(values, " "))
-
-	if peak < 2 {
-		t.Errorf("the HPA never scaled up during %s of load past one pod's capacity (peak %d replicas)", hpaLoadFor, peak)
-	}
-	if held < 2 {
-		t.Errorf("the HPA went down to %d replicas in the last %s of the load", held, hpaHoldFor)
-	}
-	if !active {
-		t.Errorf("the HPA never reported a current value with ScalingActive=True")
-	}
-	if scaledDown != nil {
-		t.Errorf("not back to 1 replica %s after the load stopped (last %+v)", hpaScaleDownMax, s.last())
-	} else {
-		t.Logf("peak %d replicas, at least %d in the last %s of the load; back to 1 replica %s after it stopped",
-			peak, held, hpaHoldFor, downAfter.Round(time.Second))
-	}
 }
 
 // hpaCurrent is the HPA's current value of its first metric (per pod for
