@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -134,27 +133,9 @@ func scaleDownWindow(d time.Duration) int32 {
 
 // deployment runs inference-sim pods (the kubelet stand-in starts them).
 func deployment(args []string) *appsv1.Deployment {
-	lbls := map[string]string{"app": name}
-	replicas := int32(minReplicas)
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: new(false),
-					Containers: []corev1.Container{{
-						Name:  "vllm",
-						Image: framework.SimImage,
-						Args:  args,
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
-					}},
-				},
-			},
-		},
-	}
+	d := framework.SimDeployment(name, minReplicas, args)
+	d.Namespace = namespace
+	return d
 }
 
 // hpa scales the Deployment on its pods' average queue: up at once (at most

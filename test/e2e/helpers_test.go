@@ -41,27 +41,8 @@ const (
 // simDeployment is a Deployment whose pods the kubelet stand-in runs as
 // inference-sim with the given flags.
 func simDeployment(name string, replicas int32, simArgs ...string) *appsv1.Deployment {
-	lbls := map[string]string{"app": name}
 	args := append([]string{"--model=" + simModel, "--seed=1", "--shutdown-timeout=1s"}, simArgs...)
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: new(false),
-					Containers: []corev1.Container{{
-						Name:  "server",
-						Image: framework.SimImage,
-						Args:  args,
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
-					}},
-				},
-			},
-		},
-	}
+	return framework.SimDeployment(name, replicas, args)
 }
 
 // createSimDeployment creates d in ns and waits until want pods are Running
