@@ -74,4 +74,37 @@ type Page struct {
 	Server Server
 	// Models has one entry per distinct model label value, in first-seen order.
 	Models []Model
+	// Rejected counts the sample values refused on this page, by reason.
+	Rejected [NumRejects]uint32
+}
+
+// Reject says why a sample value on a page was refused. A refused sample
+// counts as absent for its series (never as zero) and is counted in
+// Page.Rejected under its reason.
+type Reject uint8
+
+// Reasons a sample value is refused.
+const (
+	// RejectNonFinite: NaN or ±Inf, or a sum over series that overflowed.
+	RejectNonFinite Reject = iota
+	// RejectNegative: a count (queue, batch) or fraction below zero.
+	RejectNegative
+	// RejectAboveOne: a fraction (KV-cache usage, batch fill) above 1.
+	RejectAboveOne
+	// NumRejects is the number of reasons.
+	NumRejects
+)
+
+var rejectNames = [NumRejects]string{
+	RejectNonFinite: "non_finite",
+	RejectNegative:  "negative",
+	RejectAboveOne:  "above_one",
+}
+
+// String returns the reason as a metric label value, e.g. "non_finite".
+func (r Reject) String() string {
+	if r < NumRejects {
+		return rejectNames[r]
+	}
+	return "unknown"
 }

@@ -12,9 +12,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
+
+// ErrLimit marks a page that exceeds one of the parser's bounds (label value
+// size, models per page); such a page is refused whole, nothing of it is kept.
+var ErrLimit = errors.New("page exceeds a parser limit")
+
+// ErrDeadline marks a parse that did not finish before its deadline.
+var ErrDeadline = errors.New("parse deadline exceeded")
 
 // ErrNotText marks a body that is not a Prometheus text page at all (HTML,
 // JSON, binary), as opposed to a page with a malformed line.
@@ -106,6 +114,12 @@ func (p *Parser) Parse(page []byte) (*Page, error) {
 // Parse). The Page is owned by p and valid until p's next call; its Server
 // is Unknown when none of the server's series were found.
 func (p *Parser) ParseAs(page []byte, server Server) (*Page, error) {
+	return p.ParseBy(page, server, time.Time{})
+}
+
+// ParseBy is ParseAs that gives up with an error wrapping ErrDeadline once
+// deadline has passed; the zero deadline means none.
+func (p *Parser) ParseBy(page []byte, server Server, deadline time.Time) (*Page, error) {
 	if int(server) >= len(p.dialects) {
 		return nil, fmt.Errorf("parse metrics page: unknown server %d", server)
 	}
