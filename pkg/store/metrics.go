@@ -7,23 +7,14 @@ import (
 )
 
 // Counts returns how many pods' model-server samples are in each status as
-// of now: fresh, stale, failed, or never scraped.
+// of now, by the rule of Get: ok (a good scrape younger than maxAge, even
+// if later attempts failed), stale, failed, or never scraped.
 func (s *Store) Counts(now time.Time, maxAge time.Duration) map[Status]int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := map[Status]int{OK: 0, NotScraped: 0, Failed: 0, Stale: 0}
 	for _, e := range s.pods {
-		sv := &e.serving
-		switch {
-		case sv.at.IsZero():
-			out[NotScraped]++
-		case sv.err != nil:
-			out[Failed]++
-		case now.Sub(sv.at) > maxAge:
-			out[Stale]++
-		default:
-			out[OK]++
-		}
+		out[e.serving.status(now, maxAge)]++
 	}
 	return out
 }
@@ -43,7 +34,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 func NewCollector(s *Store, maxAge time.Duration, now func() time.Time) *Collector {
 	return &Collector{store: s, maxAge: maxAge, now: now, desc: prometheus.NewDesc(
 		"inference_metrics_adapter_pods",
-		"Target pods by the status of their latest model-server sample: ok, stale (older than --max-age), failed (latest scrape failed), not_scraped (not scraped yet).",
+		"Target pods by the status of their model-server sample: ok (a good scrape younger than --max-age, even if later ones failed), stale (latest scrape good but older than --max-age), failed (latest scrape failed, no good one younger than --max-age), not_scraped (not scraped yet).",
 		[]string{"status"}, nil)}
 }
 

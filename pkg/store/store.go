@@ -5,17 +5,28 @@
 // The store answers "what is the value of this signal for this pod" with a
 // Status that says why there is no value when there is none. It never turns
 // a missing, failed or stale sample into a zero.
+//
+// For model servers it keeps two things per pod: the last good scrape (its
+// time, server and models) and the latest attempt (its time and error).
+// A failed attempt does not erase a good value: Get serves the last good
+// value, with its own timestamp, while it is younger than the maximum age,
+// and only then reports the pod Failed (the latest attempt failed) or Stale.
+// A canceled scrape (scrape.ReasonCanceled) says nothing about the pod and
+// is kept only when the pod has no outcome at all. Error texts are cut to
+// MaxErrorLen bytes when recorded.
 package store
 
 import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
@@ -27,12 +38,14 @@ const (
 	OK Status = iota
 	// NotScraped means the pod has never been scraped (yet).
 	NotScraped
-	// Failed means the pod's latest scrape failed.
+	// Failed means the pod's latest scrape failed and it has no good sample
+	// younger than the maximum age.
 	Failed
 	// Absent means the latest scrape succeeded but the page lacked the series
 	// (or no model matched the metric selector).
 	Absent
-	// Stale means the latest good sample is older than the maximum age.
+	// Stale means the latest scrape succeeded but is older than the maximum
+	// age.
 	Stale
 )
 
@@ -58,11 +71,48 @@ type Sample struct {
 	Detail string
 }
 
+// MaxErrorLen is the most bytes of a scrape error's text kept per pod;
+// longer texts are cut and end in "…".
+const MaxErrorLen = 256
+
 type servingEntry struct {
-	at     time.Time // start of the latest scrape attempt
-	err    error     // nil when the latest attempt succeeded
+	at       time.Time // start of the latest scrape attempt
+	err      string    // its error, cut to MaxErrorLen; "" when it succeeded
+	canceled bool      // the latest attempt was canceled: any real outcome replaces it
+
+	goodAt time.Time // start of the latest good scrape; zero if none
 	server parse.Server
 	models []parse.Model
+}
+
+// failed reports whether the latest attempt failed.
+func (sv *servingEntry) failed() bool { return sv.err != "" }
+
+// status returns OK when the last good scrape is younger than maxAge, else
+// NotScraped, Failed or Stale. It does not look at the models (Absent).
+func (sv *servingEntry) status(now time.Time, maxAge time.Duration) Status {
+	switch {
+	case !sv.goodAt.IsZero() && now.Sub(sv.goodAt) <= maxAge:
+		return OK
+	case sv.at.IsZero():
+		return NotScraped
+	case sv.failed():
+		return Failed
+	default:
+		return Stale
+	}
+}
+
+// truncate cuts s to at most MaxErrorLen bytes, on a rune boundary, marking the cut.
+func truncate(s string) string {
+	if len(s) <= MaxErrorLen {
+		return s
+	}
+	cut := MaxErrorLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // GPU holds one pod's GPU activity as reported by the gpu-agent.
@@ -97,8 +147,15 @@ func New() *Store {
 
 // Record stores the outcome of one scrape of pod's model server, started at
 // at. page is copied; it may be reused by the caller afterwards. An older
-// outcome never overwrites a newer one.
+// outcome never overwrites a newer one, and a failure never erases the last
+// good page (Get decides, by age, which one answers). A canceled scrape is
+// kept only when the pod has no outcome yet. The error's text is cut to
+// MaxErrorLen bytes.
 func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page, err error) {
+	if err == nil && page == nil {
+		err = fmt.Errorf("no page")
+	}
+	canceled := err != nil && scrape.ReasonOf(err) == scrape.ReasonCanceled
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.pods[pod]
@@ -107,19 +164,23 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 		s.pods[pod] = e
 	}
 	sv := &e.serving
-	if at.Before(sv.at) {
-		return
-	}
-	sv.at = at
-	sv.err = err
-	if err != nil || page == nil {
-		if err == nil {
-			sv.err = fmt.Errorf("no page")
+	if canceled {
+		if sv.at.IsZero() {
+			sv.at, sv.err, sv.canceled = at, truncate(err.Error()), true
 		}
 		return
 	}
-	sv.server = page.Server
-	sv.models = append(sv.models[:0], page.Models...)
+	if !at.Before(sv.at) || sv.canceled {
+		sv.at, sv.err, sv.canceled = at, "", false
+		if err != nil {
+			sv.err = truncate(err.Error())
+		}
+	}
+	if err == nil && !at.Before(sv.goodAt) {
+		sv.goodAt = at
+		sv.server = page.Server
+		sv.models = append(sv.models[:0], page.Models...)
+	}
 }
 
 // RecordGPU replaces the GPU activity of pods on one node, as read from
@@ -204,13 +265,17 @@ func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMat
 		return e.gpuSample(sig, now, maxAge)
 	}
 	sv := &e.serving
-	switch {
-	case sv.at.IsZero():
+	switch sv.status(now, maxAge) {
+	case NotScraped:
 		return Sample{Status: NotScraped}
-	case sv.err != nil:
-		return Sample{Time: sv.at, Status: Failed, Detail: sv.err.Error()}
-	case now.Sub(sv.at) > maxAge:
-		return Sample{Time: sv.at, Status: Stale, Detail: fmt.Sprintf("last good scrape %s ago", now.Sub(sv.at).Round(time.Millisecond))}
+	case Failed:
+		detail := sv.err
+		if !sv.goodAt.IsZero() {
+			detail += fmt.Sprintf(" (last good scrape %s ago)", now.Sub(sv.goodAt).Round(time.Millisecond))
+		}
+		return Sample{Time: sv.at, Status: Failed, Detail: detail}
+	case Stale:
+		return Sample{Time: sv.goodAt, Status: Stale, Detail: fmt.Sprintf("last good scrape %s ago", now.Sub(sv.goodAt).Round(time.Millisecond))}
 	}
 	var v float64
 	n := 0
@@ -233,9 +298,9 @@ func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMat
 		if matched == 0 && match != nil {
 			detail = fmt.Sprintf("page (%s) has no model matching the metric selector", sv.server)
 		}
-		return Sample{Time: sv.at, Status: Absent, Detail: detail}
+		return Sample{Time: sv.goodAt, Status: Absent, Detail: detail}
 	}
-	return Sample{Value: v, Time: sv.at, Status: OK}
+	return Sample{Value: v, Time: sv.goodAt, Status: OK}
 }
 
 func (e *entry) gpuSample(sig signals.Signal, now time.Time, maxAge time.Duration) Sample {
@@ -250,12 +315,13 @@ func (e *entry) gpuSample(sig signals.Signal, now time.Time, maxAge time.Duratio
 	return Sample{Value: e.gpu.gpu.Values[sig], Time: e.gpu.at, Status: OK}
 }
 
-// Models returns the model names pod's latest good page reported.
+// Models returns the model names pod's latest good page reported, unless
+// the latest attempt failed.
 func (s *Store) Models(pod types.NamespacedName) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e := s.pods[pod]
-	if e == nil || e.serving.err != nil {
+	if e == nil || e.serving.failed() || e.serving.goodAt.IsZero() {
 		return nil
 	}
 	out := make([]string, 0, len(e.serving.models))

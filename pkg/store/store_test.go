@@ -1,16 +1,20 @@
 package store
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
@@ -49,10 +53,13 @@ func TestGet(t *testing.T) {
 		{name: "series absent", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: signals.BatchSize, now: t0, status: Absent, wantAt: t0},
 		{name: "zero is a value", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 0, 0)}}, nil) }, sig: signals.QueueSize, now: t0, want: 0, status: OK, wantAt: t0},
 		{name: "stale", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: signals.QueueSize, now: t0.Add(16 * time.Second), status: Stale, wantAt: t0},
-		{name: "failure hides the older value", record: func(s *Store) {
+		{name: "failure after a value older than max age", record: func(s *Store) {
 			s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil)
-			s.Record(pod, t0.Add(time.Second), nil, errors.New("timeout"))
-		}, sig: signals.QueueSize, now: t0.Add(time.Second), status: Failed, wantAt: t0.Add(time.Second)},
+			s.Record(pod, t0.Add(10*time.Second), nil, errors.New("timeout"))
+		}, sig: signals.QueueSize, now: t0.Add(16 * time.Second), status: Failed, wantAt: t0.Add(10 * time.Second)},
+		{name: "failure without any good scrape", record: func(s *Store) {
+			s.Record(pod, t0, nil, errors.New("refused"))
+		}, sig: signals.QueueSize, now: t0, status: Failed, wantAt: t0},
 		{name: "older outcome never overwrites newer", record: func(s *Store) {
 			s.Record(pod, t0.Add(time.Second), &parse.Page{Models: []parse.Model{mdl("a", 9, 0.1)}}, nil)
 			s.Record(pod, t0, nil, errors.New("late failure"))
@@ -85,6 +92,126 @@ func TestGet(t *testing.T) {
 	}
 }
 
+// TestDefect7_FailureKeepsGoodValue: a failed scrape does not erase a good
+// value younger than the maximum age; once the good value is older, the pod
+// is Failed with the latest error in the detail.
+func TestDefect7_FailureKeepsGoodValue(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := types.NamespacedName{Namespace: "ns", Name: "busiest"}
+	const maxAge = 15 * time.Second
+	s := New()
+	s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 7, 0.5)}}, nil)
+	s.Record(pod, t0.Add(5*time.Second), nil, errors.New("timeout: busy"))
+	s.Record(pod, t0.Add(10*time.Second), nil, errors.New("timeout: still busy"))
+
+	cases := []struct {
+		name       string
+		now        time.Time
+		status     Status
+		value      float64
+		at         time.Time
+		wantDetail string
+	}{
+		{name: "good value younger than max age", now: t0.Add(12 * time.Second), status: OK, value: 7, at: t0},
+		{name: "good value at exactly max age", now: t0.Add(maxAge), status: OK, value: 7, at: t0},
+		{name: "good value older than max age", now: t0.Add(16 * time.Second), status: Failed, at: t0.Add(10 * time.Second), wantDetail: "still busy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := s.Get(pod, signals.QueueSize, nil, tc.now, maxAge)
+			if got.Status != tc.status || got.Value != tc.value || !got.Time.Equal(tc.at) || !strings.Contains(got.Detail, tc.wantDetail) {
+				t.Fatalf("got %+v, want %s %v at %s with detail %q", got, tc.status, tc.value, tc.at, tc.wantDetail)
+			}
+			counts := s.Counts(tc.now, maxAge)
+			if counts[tc.status] != 1 {
+				t.Fatalf("counts %v, want the pod counted as %s", counts, tc.status)
+			}
+		})
+	}
+	if got := s.Models(pod); got != nil {
+		t.Errorf("Models after a failed attempt = %v, want nil", got)
+	}
+}
+
+// canceledErr is a scrape canceled by its caller, as the scrape manager
+// records it.
+func canceledErr() error {
+	return fmt.Errorf("scraping pod: %w", &scrape.Error{Reason: scrape.ReasonCanceled, Err: context.DeadlineExceeded})
+}
+
+// TestDefect8_CanceledNeverOverwrites: a canceled scrape (the ScrapeNow
+// deadline, shutdown) says nothing about the pod: it never replaces an
+// existing outcome, older or newer, and never hides a good value.
+func TestDefect8_CanceledNeverOverwrites(t *testing.T) {
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t2, t3 := t1.Add(time.Second), t1.Add(2*time.Second)
+	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
+	good := &parse.Page{Models: []parse.Model{mdl("a", 4, 0.5)}}
+	cases := []struct {
+		name   string
+		record func(s *Store)
+		status Status
+		value  float64
+		at     time.Time
+	}{
+		{name: "canceled started before the good scrape", record: func(s *Store) {
+			s.Record(pod, t2, good, nil)
+			s.Record(pod, t1, nil, canceledErr())
+		}, status: OK, value: 4, at: t2},
+		{name: "canceled started after the good scrape", record: func(s *Store) {
+			s.Record(pod, t2, good, nil)
+			s.Record(pod, t3, nil, canceledErr())
+		}, status: OK, value: 4, at: t2},
+		{name: "canceled after a failure keeps the failure", record: func(s *Store) {
+			s.Record(pod, t2, nil, errors.New("refused"))
+			s.Record(pod, t3, nil, canceledErr())
+		}, status: Failed, at: t2},
+		{name: "canceled first, then an older good scrape", record: func(s *Store) {
+			s.Record(pod, t3, nil, canceledErr())
+			s.Record(pod, t2, good, nil)
+		}, status: OK, value: 4, at: t2},
+		{name: "canceled first, then an older failure", record: func(s *Store) {
+			s.Record(pod, t3, nil, canceledErr())
+			s.Record(pod, t2, nil, errors.New("refused"))
+		}, status: Failed, at: t2},
+		{name: "canceled only", record: func(s *Store) {
+			s.Record(pod, t1, nil, canceledErr())
+		}, status: Failed, at: t1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			tc.record(s)
+			got := s.Get(pod, signals.QueueSize, nil, t3, 15*time.Second)
+			if got.Status != tc.status || got.Value != tc.value || !got.Time.Equal(tc.at) {
+				t.Fatalf("got %+v, want %s %v at %s", got, tc.status, tc.value, tc.at)
+			}
+			if tc.status == Failed && strings.Contains(got.Detail, "canceled") != (tc.name == "canceled only") {
+				t.Fatalf("detail %q", got.Detail)
+			}
+		})
+	}
+}
+
+// TestDefect8_ErrorTextBounded: the error text kept per pod is cut at
+// record time, so a hostile target cannot make the store hold its answer.
+func TestDefect8_ErrorTextBounded(t *testing.T) {
+	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
+	at := time.Unix(1000, 0)
+	s := New()
+	s.Record(pod, at, nil, errors.New(strings.Repeat("é", 1<<19))) // 1 MiB
+	got := s.Get(pod, signals.QueueSize, nil, at, time.Minute)
+	if got.Status != Failed {
+		t.Fatalf("status %s, want %s", got.Status, Failed)
+	}
+	if len(got.Detail) > MaxErrorLen+len("…") || !strings.HasSuffix(got.Detail, "…") || !utf8.ValidString(got.Detail) {
+		t.Fatalf("detail of %d bytes (%q...), want at most %d valid UTF-8 bytes ending in …", len(got.Detail), got.Detail[:min(len(got.Detail), 20)], MaxErrorLen+len("…"))
+	}
+	if stored := s.pods[pod].serving.err; len(stored) > MaxErrorLen+len("…") {
+		t.Fatalf("store keeps %d bytes of error text", len(stored))
+	}
+}
+
 func TestRecordCopiesThePage(t *testing.T) {
 	s := New()
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
@@ -114,14 +241,17 @@ func TestCollector(t *testing.T) {
 	s.Record(types.NamespacedName{Namespace: "ns", Name: "ok"}, t0, &parse.Page{}, nil)
 	s.Record(types.NamespacedName{Namespace: "ns", Name: "old"}, t0.Add(-time.Minute), &parse.Page{}, nil)
 	s.Record(types.NamespacedName{Namespace: "ns", Name: "bad"}, t0, nil, errors.New("refused"))
+	// A failure after a fresh good scrape still counts as ok.
+	s.Record(types.NamespacedName{Namespace: "ns", Name: "blip"}, t0.Add(-time.Second), &parse.Page{}, nil)
+	s.Record(types.NamespacedName{Namespace: "ns", Name: "blip"}, t0, nil, errors.New("timeout"))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(s, 15*time.Second, func() time.Time { return t0 }))
 	want := `
-# HELP inference_metrics_adapter_pods Target pods by the status of their latest model-server sample: ok, stale (older than --max-age), failed (latest scrape failed), not_scraped (not scraped yet).
+# HELP inference_metrics_adapter_pods Target pods by the status of their model-server sample: ok (a good scrape younger than --max-age, even if later ones failed), stale (latest scrape good but older than --max-age), failed (latest scrape failed, no good one younger than --max-age), not_scraped (not scraped yet).
 # TYPE inference_metrics_adapter_pods gauge
 inference_metrics_adapter_pods{status="failed"} 1
 inference_metrics_adapter_pods{status="not_scraped"} 0
-inference_metrics_adapter_pods{status="ok"} 1
+inference_metrics_adapter_pods{status="ok"} 2
 inference_metrics_adapter_pods{status="stale"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
