@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/gpuagent"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
 )
@@ -27,6 +28,7 @@ type Options struct {
 	NVMLLibraryPath      string
 	NVMLMaxRetryInterval time.Duration
 	TestingFakeNVML      string
+	MaxConnections       int
 }
 
 // NewOptions returns the defaults.
@@ -38,6 +40,7 @@ func NewOptions() *Options {
 		PodResourcesTimeout:  5 * time.Second,
 		ResourceNames:        []string{"nvidia.com/gpu"},
 		NVMLMaxRetryInterval: 5 * time.Minute,
+		MaxConnections:       gpuagent.DefaultServerLimits().MaxConnections,
 	}
 }
 
@@ -47,6 +50,8 @@ func (o *Options) FlagSet() *pflag.FlagSet {
 	fs.SortFlags = false
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress,
 		"Address to serve /metrics and /healthz on.")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections,
+		"Most HTTP connections served at once; more wait until one closes. Requests, answers and idle connections have time limits (docs/gpu-agent.md).")
 	fs.DurationVar(&o.Interval, "interval", o.Interval,
 		"Time between collections (NVML read and pod-resources List); also the window of the GPM SM activity. 1s to 5m.")
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket,
@@ -77,6 +82,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Interval < time.Second || o.Interval > 5*time.Minute {
 		errs = append(errs, fmt.Sprintf("--interval %s: must be between 1s and 5m", o.Interval))
+	}
+	if o.MaxConnections < 1 || o.MaxConnections > 1024 {
+		errs = append(errs, fmt.Sprintf("--max-connections %d: must be between 1 and 1024", o.MaxConnections))
 	}
 	if !filepath.IsAbs(o.PodResourcesSocket) {
 		errs = append(errs, fmt.Sprintf("--pod-resources-socket %q: must be an absolute path", o.PodResourcesSocket))

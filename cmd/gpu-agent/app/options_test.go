@@ -18,6 +18,7 @@ func TestValidate(t *testing.T) {
 		{"bad listen address", func(o *Options) { o.ListenAddress = "9410" }, []string{"--listen-address"}},
 		{"interval too short", func(o *Options) { o.Interval = 100 * time.Millisecond }, []string{"--interval 100ms"}},
 		{"interval too long", func(o *Options) { o.Interval = time.Hour; o.NVMLMaxRetryInterval = 2 * time.Hour }, []string{"--interval 1h0m0s"}},
+		{"no connections", func(o *Options) { o.MaxConnections = 0 }, []string{"--max-connections 0"}},
 		{"relative socket", func(o *Options) { o.PodResourcesSocket = "kubelet.sock" }, []string{"--pod-resources-socket"}},
 		{"zero timeout", func(o *Options) { o.PodResourcesTimeout = 0 }, []string{"--pod-resources-timeout"}},
 		{"no resources", func(o *Options) { o.ResourceNames = nil }, []string{"at least one resource"}},

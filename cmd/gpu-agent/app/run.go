@@ -26,7 +26,9 @@ const shutdownTimeout = 5 * time.Second
 
 // Config is the agent, resolved from valid Options and ready to run.
 type Config struct {
+	// Listener holds at most Limits.MaxConnections connections at once.
 	Listener net.Listener
+	Limits   gpuagent.ServerLimits
 	Reader   *nvml.Reader
 	Pods     *podresources.Client
 	Agent    *gpuagent.Agent
@@ -34,7 +36,7 @@ type Config struct {
 }
 
 // Config resolves the options: it binds the listen address (so a port in
-// use fails here, not later), and builds the NVML reader, the pod-resources
+// use fails here, not later) behind the connection limit, and builds the NVML reader, the pod-resources
 // client and the agent.
 func (o *Options) Config() (*Config, error) {
 	var reader *nvml.Reader
@@ -70,7 +72,9 @@ func (o *Options) Config() (*Config, error) {
 		pods.Close()
 		return nil, fmt.Errorf("register agent metrics: %w", err)
 	}
-	return &Config{Listener: lis, Reader: reader, Pods: pods, Agent: agent, Registry: reg}, nil
+	limits := gpuagent.DefaultServerLimits()
+	limits.MaxConnections = o.MaxConnections
+	return &Config{Listener: gpuagent.LimitListener(lis, limits.MaxConnections), Limits: limits, Reader: reader, Pods: pods, Agent: agent, Registry: reg}, nil
 }
 
 // Run collects and serves until ctx is done, then shuts down in order:
@@ -82,10 +86,7 @@ func Run(ctx context.Context, c *Config) error {
 	if b := c.Reader.Backend(); b != "nvml" {
 		klog.InfoS("TESTING ONLY: serving a FAKE NVML backend; the GPU values on this page are not real", "backend", b)
 	}
-	srv := &http.Server{
-		Handler:           c.Agent.Handler(c.Registry),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := gpuagent.NewServer(c.Agent.Handler(c.Registry), c.Limits)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
