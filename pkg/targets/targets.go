@@ -1,9 +1,24 @@
 // Package targets decides which pods are scraped. A pod is a target while it
 // is Running with an IP and either opts in with the
-// inference-metrics-adapter/scrape annotation or matches a label selector the
-// custom metrics API was asked about within the demand TTL. Pods come from an
-// informer cache, so pods that appear are picked up and pods that go away are
-// dropped without polling the API server.
+// inference-metrics-adapter/scrape annotation, or matches a label selector
+// the custom metrics API was asked about within the demand TTL, or was asked
+// about by name within the demand TTL. Pods come from an informer cache, so
+// pods that appear are picked up and pods that go away are dropped without
+// polling the API server.
+//
+// Demand is bounded: per namespace (Config.MaxSelectorsPerNamespace) and in
+// total (Config.MaxSelectors), evicting the least recently asked entry of the
+// namespace (or, over the total, of the namespace holding the most). A
+// question without a selector or without a namespace creates no demand.
+// Reconcile keeps each pod's result until the pod or its namespace's demand
+// changes, so its steady-state cost does not grow with the selectors asked.
+//
+// When two Running pods have the same IP (eviction, watch lag), only the
+// newest is scraped there; the older is Shadowed.
+//
+// gpu-agents are trusted only as DaemonSet pods of the configured agent
+// namespace (AgentTrust), and AgentGate accepts from an agent only the pods
+// on its own node.
 package targets
 
 import (
@@ -48,34 +63,48 @@ type Config struct {
 	// DemandTTL is how long a selector stays wanted after it was last asked about.
 	DemandTTL time.Duration
 	// FirstScrapeTimeout bounds the synchronous scrape of pods asked about
-	// before they were ever scraped.
+	// before they were ever scraped; zero disables that first scrape.
 	FirstScrapeTimeout time.Duration
 	// Resync is the period of the reconcile loop when no pod event arrives;
 	// it expires demand.
 	Resync time.Duration
+	// MaxSelectorsPerNamespace bounds the demand entries (selectors and pods
+	// asked about by name) of one namespace; 0 means
+	// DefaultMaxSelectorsPerNamespace.
+	MaxSelectorsPerNamespace int
+	// MaxSelectors bounds the demand entries over all namespaces; 0 means
+	// DefaultMaxSelectors.
+	MaxSelectors int
 	// AgentSelector picks the gpu-agent pods, which are always scraped as
 	// GPU agents; nil disables GPU metrics.
 	AgentSelector labels.Selector
-	// AgentNamespace limits AgentSelector to one namespace; "" is any.
+	// AgentNamespace is the gpu-agents' namespace; only DaemonSet pods of
+	// this namespace are agents. Empty disables GPU metrics.
 	AgentNamespace string
 	// Servers resolves the server annotation, custom servers included; nil
 	// knows the built-in servers only.
 	Servers *parse.Servers
 }
 
-type demandKey struct {
-	namespace string
-	selector  string
+// AgentTrust returns the rule that decides which pods are gpu-agents.
+func (c Config) AgentTrust() AgentTrust {
+	return AgentTrust{Selector: c.AgentSelector, Namespace: c.AgentNamespace}
 }
 
-type demand struct {
-	selector labels.Selector
-	lastAsk  time.Time
+// classified is a pod's reconcile result, kept until the pod object or its
+// namespace's demand changes.
+type classified struct {
+	uid    types.UID
+	rv     string
+	gen    uint64 // the namespace's demand generation it was computed for
+	target scrape.Target
+	ok     bool // the pod is a target
 }
 
 // Tracker computes the target set from the pod cache and demand.
 type Tracker struct {
 	cfg    Config
+	trust  AgentTrust
 	pods   corelisters.PodLister
 	setter Setter
 	prober Prober
@@ -83,16 +112,20 @@ type Tracker struct {
 	forget Forgetter
 	clock  clock.PassiveClock
 
-	mu     sync.Mutex
-	demand map[demandKey]*demand
-	poke   chan struct{}
+	mu       sync.Mutex
+	demand   *demandSet
+	shadowed map[types.NamespacedName]types.NamespacedName // older pod -> newer pod at the same IP
+	poke     chan struct{}
+
+	reconcileMu sync.Mutex
+	results     map[types.NamespacedName]classified // guarded by reconcileMu
 }
 
 // New returns a Tracker. Call Run to start reconciling.
 func New(cfg Config, pods corelisters.PodLister, setter Setter, prober Prober, known Known, forget Forgetter, clk clock.PassiveClock) *Tracker {
 	return &Tracker{
-		cfg: cfg, pods: pods, setter: setter, prober: prober, known: known, forget: forget, clock: clk,
-		demand: make(map[demandKey]*demand),
+		cfg: cfg, trust: cfg.AgentTrust(), pods: pods, setter: setter, prober: prober, known: known, forget: forget, clock: clk,
+		demand: newDemandSet(cfg.MaxSelectorsPerNamespace, cfg.MaxSelectors),
 		poke:   make(chan struct{}, 1),
 	}
 }
@@ -124,87 +157,135 @@ func (t *Tracker) Run(ctx context.Context) {
 // scrapes at once (within FirstScrapeTimeout) those of pods that were
 // never scraped, so that the first answer about a selector is not empty.
 //
+// Demand is bounded (Config.MaxSelectorsPerNamespace, Config.MaxSelectors):
+// past a bound the least recently asked entry is dropped.
 // A selector that selects nothing (labels.Nothing()) registers no demand: the
 // pods are scraped once now and kept only while other demand wants them.
+// A selector that selects everything, or an empty namespace, registers no
+// demand and scrapes nothing: such questions are answered from pods already
+// scraped.
 func (t *Tracker) Want(ctx context.Context, namespace string, selector labels.Selector, pods []*corev1.Pod) {
-	existed := true
+	if namespace == "" || selector == nil || selector.Empty() {
+		return
+	}
+	added := false
 	if _, selectable := selector.Requirements(); selectable {
-		key := demandKey{namespace, selector.String()}
 		t.mu.Lock()
-		var d *demand
-		d, existed = t.demand[key]
-		if !existed {
-			d = &demand{selector: selector}
-			t.demand[key] = d
-		}
-		d.lastAsk = t.clock.Now()
+		added = t.demand.ask(namespace, demandKey{s: selector.String()}, selector, t.clock.Now())
 		t.mu.Unlock()
 	}
+	t.firstScrape(ctx, pods, added)
+}
 
-	var fresh []scrape.Target
+// WantPod records that pod was asked about by name: it stays a target for
+// DemandTTL after the last question, within its namespace's demand bound,
+// without making pods that share its labels wanted. A pod never scraped is
+// scraped at once, as by Want.
+func (t *Tracker) WantPod(ctx context.Context, pod *corev1.Pod) {
+	if pod == nil || pod.Namespace == "" {
+		return
+	}
+	t.mu.Lock()
+	added := t.demand.ask(pod.Namespace, demandKey{pod: true, s: pod.Name}, nil, t.clock.Now())
+	t.mu.Unlock()
+	t.firstScrape(ctx, []*corev1.Pod{pod}, added)
+}
+
+// Shadowed reports whether, at the last reconcile, a newer Running pod had
+// the same IP as pod: pod's address then serves the newer pod's page, so
+// pod is no target and has no value of its own. It returns the newer pod.
+func (t *Tracker) Shadowed(pod types.NamespacedName) (types.NamespacedName, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	newer, ok := t.shadowed[pod]
+	return newer, ok
+}
+
+// firstScrape scrapes the never-scraped pods among pods at once, leaving out
+// pods whose IP a newer pod has taken.
+func (t *Tracker) firstScrape(ctx context.Context, pods []*corev1.Pod, changed bool) {
+	var fresh []*corev1.Pod
 	for _, p := range pods {
-		if !IsRunning(p) || t.known.Scraped(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) {
+		if IsRunning(p) && !t.known.Scraped(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) {
+			fresh = append(fresh, p)
+		}
+	}
+	if changed || len(fresh) > 0 {
+		t.Poke()
+	}
+	if len(fresh) == 0 || t.cfg.FirstScrapeTimeout <= 0 {
+		return
+	}
+	all, err := t.pods.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Listing pods from the informer cache")
+		return
+	}
+	shadowed := shadowedPods(all)
+	var ts []scrape.Target
+	for _, p := range fresh {
+		if _, ok := shadowed[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
 			continue
 		}
 		if tg, err := targetFor(p, t.cfg.Servers); err == nil {
-			fresh = append(fresh, tg)
+			ts = append(ts, tg)
 		}
 	}
-	if !existed || len(fresh) > 0 {
-		t.Poke()
-	}
-	if len(fresh) == 0 {
+	if len(ts) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.FirstScrapeTimeout)
 	defer cancel()
-	t.prober.ScrapeNow(ctx, fresh)
+	t.prober.ScrapeNow(ctx, ts)
 }
 
-// Reconcile computes the target set from the pod cache and hands it to the Setter.
+// Reconcile computes the target set from the pod cache and hands it to the
+// Setter. A pod's result is recomputed only when the pod object or its
+// namespace's demand changed, so in steady state its cost depends on the
+// number of pods, not on the number of selectors asked about.
 func (t *Tracker) Reconcile() {
-	now := t.clock.Now()
-	t.mu.Lock()
-	active := make(map[string][]labels.Selector)
-	for k, d := range t.demand {
-		if now.Sub(d.lastAsk) > t.cfg.DemandTTL {
-			delete(t.demand, k)
-			continue
-		}
-		active[k.namespace] = append(active[k.namespace], d.selector)
-	}
-	t.mu.Unlock()
-
+	t.reconcileMu.Lock()
+	defer t.reconcileMu.Unlock()
 	pods, err := t.pods.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Listing pods from the informer cache")
 		return
 	}
-	ts := make([]scrape.Target, 0, len(pods))
-	keep := make(map[types.NamespacedName]struct{}, len(pods))
+	shadowed := shadowedPods(pods)
+
+	results := make(map[types.NamespacedName]classified, len(t.results))
+	t.mu.Lock()
+	t.demand.expire(t.clock.Now().Add(-t.cfg.DemandTTL))
 	for _, p := range pods {
 		if !IsRunning(p) {
 			continue
 		}
-		if t.isAgent(p) {
-			url, err := Endpoint(p)
-			if err != nil {
-				klog.V(2).InfoS("gpu-agent pod cannot be scraped", "pod", klog.KObj(p), "err", err)
-				continue
-			}
-			ts = append(ts, scrape.Target{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, URL: url, Kind: scrape.GPUAgent})
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		gen := t.demand.generation(p.Namespace)
+		c, ok := t.results[key]
+		if !ok || c.uid != p.UID || c.rv != p.ResourceVersion || c.gen != gen {
+			c = t.classify(p, gen)
+		}
+		results[key] = c
+	}
+	t.shadowed = shadowed
+	t.mu.Unlock()
+	t.results = results
+
+	ts := make([]scrape.Target, 0, len(results))
+	keep := make(map[types.NamespacedName]struct{}, len(results))
+	for key, c := range results {
+		if !c.ok {
 			continue
 		}
-		if !wanted(p, active[p.Namespace]) {
+		if newer, ok := shadowed[key]; ok {
+			klog.V(2).InfoS("Pod shares its IP with a newer pod; not scraping it", "pod", key, "newer", newer)
 			continue
 		}
-		tg, err := targetFor(p, t.cfg.Servers)
-		if err != nil {
-			klog.V(2).InfoS("Pod is wanted but cannot be scraped", "pod", klog.KObj(p), "err", err)
-			continue
+		ts = append(ts, c.target)
+		if c.target.Kind == scrape.ModelServer {
+			keep[key] = struct{}{}
 		}
-		ts = append(ts, tg)
-		keep[tg.Pod] = struct{}{}
 	}
 	sort.Slice(ts, func(i, j int) bool {
 		if ts[i].Pod.Namespace != ts[j].Pod.Namespace {
@@ -219,27 +300,78 @@ func (t *Tracker) Reconcile() {
 	})
 }
 
-func (t *Tracker) isAgent(p *corev1.Pod) bool {
-	if t.cfg.AgentSelector == nil || t.cfg.AgentSelector.Empty() {
-		return false
+// classify decides whether a Running pod is a target, and which. The caller
+// holds t.mu.
+func (t *Tracker) classify(p *corev1.Pod, gen uint64) classified {
+	c := classified{uid: p.UID, rv: p.ResourceVersion, gen: gen}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	if t.trust.Trusted(p) {
+		url, err := Endpoint(p)
+		if err != nil {
+			klog.V(2).InfoS("gpu-agent pod cannot be scraped", "pod", klog.KObj(p), "err", err)
+			return c
+		}
+		c.target, c.ok = scrape.Target{Pod: key, URL: url, Kind: scrape.GPUAgent}, true
+		return c
 	}
-	if t.cfg.AgentNamespace != "" && p.Namespace != t.cfg.AgentNamespace {
-		return false
+	if p.Annotations[AnnotationScrape] != "true" && !t.demand.wants(p) {
+		return c
 	}
-	return t.cfg.AgentSelector.Matches(labels.Set(p.Labels))
+	tg, err := targetFor(p, t.cfg.Servers)
+	if err != nil {
+		klog.V(2).InfoS("Pod is wanted but cannot be scraped", "pod", klog.KObj(p), "err", err)
+		return c
+	}
+	c.target, c.ok = tg, true
+	return c
 }
 
-func wanted(p *corev1.Pod, selectors []labels.Selector) bool {
-	if p.Annotations[AnnotationScrape] == "true" {
-		return true
-	}
-	set := labels.Set(p.Labels)
-	for _, s := range selectors {
-		if s.Matches(set) {
-			return true
+// shadowedPods maps each Running pod whose IP a newer Running pod also has
+// to that newer pod. Watch lag and evictions leave such pairs; the IP then
+// serves the newer pod's page, so only the newest pod may be scraped there.
+// Newest is the later CreationTimestamp, then the greater namespace/name.
+// Host-network pods share their node's IP legitimately and are left out.
+func shadowedPods(pods []*corev1.Pod) map[types.NamespacedName]types.NamespacedName {
+	newest := make(map[string]*corev1.Pod)
+	dup := false
+	for _, p := range pods {
+		if !IsRunning(p) || p.Spec.HostNetwork {
+			continue
+		}
+		ip := p.Status.PodIP
+		cur, ok := newest[ip]
+		if !ok {
+			newest[ip] = p
+			continue
+		}
+		dup = true
+		if newer(p, cur) {
+			newest[ip] = p
 		}
 	}
-	return false
+	if !dup {
+		return nil
+	}
+	out := make(map[types.NamespacedName]types.NamespacedName)
+	for _, p := range pods {
+		if !IsRunning(p) || p.Spec.HostNetwork {
+			continue
+		}
+		if n := newest[p.Status.PodIP]; n != p {
+			out[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = types.NamespacedName{Namespace: n.Namespace, Name: n.Name}
+		}
+	}
+	return out
+}
+
+func newer(a, b *corev1.Pod) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return b.CreationTimestamp.Before(&a.CreationTimestamp)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace > b.Namespace
+	}
+	return a.Name > b.Name
 }
 
 func targetFor(p *corev1.Pod, servers *parse.Servers) (scrape.Target, error) {

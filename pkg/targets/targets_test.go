@@ -112,6 +112,21 @@ func (r *retained) Retain(keep func(types.NamespacedName) bool) {
 	}
 }
 
+// podIndex returns a pod cache holding pods, each given its own IP.
+func podIndex(t testing.TB, pods ...*corev1.Pod) cache.Indexer {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for i, p := range pods {
+		if p.Status.PodIP != "" {
+			p.Status.PodIP = fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)
+		}
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return idx
+}
+
 func names(ts []scrape.Target) string {
 	var out []string
 	for _, t := range ts {
@@ -127,12 +142,7 @@ func TestTrackerDemandAndOptIn(t *testing.T) {
 	optin := testPod("optin", map[string]string{AnnotationScrape: "true"}, port)
 	pending := testPod("pending", map[string]string{AnnotationScrape: "true"}, port)
 	pending.Status = corev1.PodStatus{Phase: corev1.PodPending}
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, p := range []*corev1.Pod{a, b, optin, pending} {
-		if err := idx.Add(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	idx := podIndex(t, a, b, optin, pending)
 	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
 	setter, prober, ret := &recSetter{}, &recProber{}, &retained{}
 	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), setter, prober, knownSet{"b": true}, ret, clk)
@@ -198,12 +208,7 @@ func TestWantNothingRegistersNoDemand(t *testing.T) {
 	bare := testPod("bare", nil, port)
 	bare.Labels = nil
 	other := testPod("other", nil, port)
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, p := range []*corev1.Pod{bare, other} {
-		if err := idx.Add(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	idx := podIndex(t, bare, other)
 	setter, prober := &recSetter{}, &recProber{}
 	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), setter, prober, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	tr.Want(context.Background(), "ns", labels.Nothing(), []*corev1.Pod{bare})
