@@ -54,6 +54,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	logs.InitLogs()
 	defer logs.FlushLogs()
+	setMemoryLimit()
 	if err := o.Validate(); err != nil {
 		fmt.Fprintf(stderr, "error: invalid flags:\n%v\n", err)
 		return 2
