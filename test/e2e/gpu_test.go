@@ -18,9 +18,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -57,18 +59,12 @@ func TestGPUContrast(t *testing.T) {
 	e := requireEnv(t, framework.ComponentSim, framework.ComponentAdapter, framework.ComponentGPUAgent)
 	t.Parallel()
 	ns := e.Namespace(t)
-	c := e.ControlPlane.Client
 
-	// The node agent, as its DaemonSet would run it, on the fake backend.
-	agent := gpuAgentPod()
+	// The node agent as its DaemonSet runs it: in the adapter's namespace,
+	// owned by the DaemonSet, on the node, on the fake backend.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, agent, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create gpu-agent pod: %v", err)
-	}
-	if _, err := waitRunningPods(ctx, c, ns, labels.SelectorFromSet(agent.Labels), 1); err != nil {
-		t.Fatalf("gpu-agent pod: %v", err)
-	}
+	agent := startGPUAgent(ctx, t, e)
 
 	queueDep := gpuSimDeployment("queue-hpa")
 	gpuDep := gpuSimDeployment("gpu-hpa")
@@ -77,7 +73,7 @@ func TestGPUContrast(t *testing.T) {
 	queueSel := labels.SelectorFromSet(queueDep.Spec.Selector.MatchLabels)
 	gpuSel := labels.SelectorFromSet(gpuDep.Spec.Selector.MatchLabels)
 
-	agentURL, ok := e.Kubelet.Endpoint(ns, agent.Name)
+	agentURL, ok := e.Kubelet.Endpoint(agent.Namespace, agent.Name)
 	if !ok {
 		t.Fatalf("no process for the gpu-agent pod")
 	}
@@ -135,22 +131,75 @@ func TestGPUContrast(t *testing.T) {
 	}
 }
 
-// gpuAgentPod is the node agent's pod: the label the adapter's default
-// --gpu-agent-selector matches, the fake NVML backend, a 1 s interval.
-func gpuAgentPod() *corev1.Pod {
+// startGPUAgent runs the node agent as the chart's DaemonSet does: a pod in
+// the adapter's namespace, controlled by a DaemonSet, bound to the node (the
+// adapter believes no other agent), with the label the adapter's default
+// --gpu-agent-selector matches, the fake NVML backend and a 1 s interval.
+// The DaemonSet controller does not run here, so the test makes the pod
+// itself; both are deleted when the test ends.
+func startGPUAgent(ctx context.Context, t *testing.T, e *framework.Environment) *corev1.Pod {
+	t.Helper()
+	c := e.ControlPlane.Client
+	ns := framework.AdapterNamespace
 	key, value, _ := strings.Cut(framework.GPUAgentLabel, "=")
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu-agent", Labels: map[string]string{key: value}},
-		Spec: corev1.PodSpec{
-			AutomountServiceAccountToken: new(false),
-			Containers: []corev1.Container{{
-				Name:  "agent",
-				Image: framework.GPUAgentImage,
-				Args:  []string{"--testing-fake-nvml=" + framework.FakeGPUProfile, "--interval=1s"},
-				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9410}},
-			}},
+	lbls := map[string]string{key: value}
+	spec := corev1.PodSpec{
+		AutomountServiceAccountToken: new(false),
+		Containers: []corev1.Container{{
+			Name:  "agent",
+			Image: framework.GPUAgentImage,
+			Args:  []string{"--testing-fake-nvml=" + framework.FakeGPUProfile, "--interval=1s"},
+			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9410}},
+		}},
+	}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-agent-" + strings.ToLower(rand.String(5))},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: lbls},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
 		},
 	}
+	ds, err := c.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create gpu-agent DaemonSet: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.AppsV1().DaemonSets(ns).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete gpu-agent DaemonSet: %v", err)
+		}
+	})
+	podSpec := *spec.DeepCopy()
+	podSpec.NodeName = framework.NodeName
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ds.Name + "-pod",
+			Labels:          lbls,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))},
+		},
+		Spec: podSpec,
+	}
+	if pod, err = c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create gpu-agent pod: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete gpu-agent pod: %v", err)
+		}
+	})
+	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", nil
+	}); err != nil {
+		t.Fatalf("gpu-agent pod %s/%s never Running: %v", ns, pod.Name, err)
+	}
+	return pod
 }
 
 // gpuSimDeployment is an idle simulator Deployment whose pods each request
@@ -161,6 +210,7 @@ func gpuSimDeployment(name string) *appsv1.Deployment {
 	tmpl.Labels[gpuScenarioLabel] = "gpu-contrast"
 	tmpl.Annotations = map[string]string{"inference-metrics-adapter/max-batch-size": fmt.Sprint(gpuMaxNumSeqs)}
 	tmpl.Spec.Containers[0].Resources.Limits = corev1.ResourceList{framework.GPUResource: resource.MustParse("1")}
+	tmpl.Spec.NodeName = framework.NodeName // the agent speaks only for pods on its node
 	return d
 }
 

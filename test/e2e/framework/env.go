@@ -37,9 +37,12 @@ const (
 )
 
 // AdapterArgs returns the adapter flags the suite runs with: a fast scrape
-// and a short max age so that tests see changes within seconds.
+// and a short max age so that tests see changes within seconds, and the
+// gpu-agent namespace (the adapter's own, as the chart sets it).
 func AdapterArgs() []string {
-	return []string{"--scrape-interval=1s", "--scrape-timeout=800ms", "--max-age=5s", "--v=2"}
+	return []string{"--scrape-interval=1s", "--scrape-timeout=800ms", "--max-age=5s", "--v=2",
+		// The gpu-agent DaemonSet's namespace: the only one whose agents are believed.
+		"--gpu-agent-namespace=" + AdapterNamespace}
 }
 
 // Environment is everything the suite runs against.

@@ -29,6 +29,11 @@ const (
 	FakeGPUs = 8
 	// GPUResource is the extended resource pods request GPUs by.
 	GPUResource = corev1.ResourceName("nvidia.com/gpu")
+	// NodeName is the stand-in node's name. The adapter believes a gpu-agent
+	// only about pods on the agent's own node, so the GPU scenario binds its
+	// pods (spec.nodeName) to this node; the kubelet stand-in then finishes
+	// their deletion as a kubelet would.
+	NodeName = "e2e-node"
 )
 
 // defaultGPUAgentPort is the gpu-agent's port when its container declares none.

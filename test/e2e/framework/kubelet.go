@@ -262,7 +262,10 @@ func (k *Kubelet) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	if pod.DeletionTimestamp != nil {
-		return k.forget(key, "")
+		if err := k.forget(key, ""); err != nil {
+			return err
+		}
+		return k.finishDeletion(ctx, pod)
 	}
 	if err := k.forget(key, pod.UID); err != nil { // a new pod with an old name
 		return err
@@ -275,6 +278,23 @@ func (k *Kubelet) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	return k.reportRunning(ctx, pod, sp)
+}
+
+// finishDeletion removes a pod bound to a node once its process is stopped,
+// as the kubelet does: the API server deletes an unbound pod at once, but
+// keeps a bound one (spec.nodeName set) until its kubelet confirms.
+func (k *Kubelet) finishDeletion(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Spec.NodeName == "" {
+		return nil
+	}
+	err := k.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64(0)),
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("finish deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
 }
 
 // forget stops the process recorded for key unless it belongs to keepUID,
