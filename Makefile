@@ -6,6 +6,8 @@ GO ?= go
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN := bin
 BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen capacity
+# Long steps print a line every 30 s while they run (see hack/with-progress.sh).
+PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
@@ -20,14 +22,14 @@ build: ## Build all binaries into bin/
 	@mkdir -p $(BIN)
 	@for b in $(BINARIES); do if [ -d cmd/$$b ]; then echo "go build ./cmd/$$b"; $(GO) build -trimpath -o $(BIN)/$$b ./cmd/$$b || exit 1; fi; done
 
-unit: ## Unit tests (seconds)
-	$(GO) test -count=1 $(UNIT_PKGS)
+unit: ## Unit tests (seconds once built; a cold build of the packages takes minutes)
+	$(PROGRESS) "unit tests" $(GO) test -count=1 $(UNIT_PKGS)
 
 tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-manager) and helm, cached
-	@./test/tools/build.sh >/dev/null
+	@$(PROGRESS) tools ./test/tools/build.sh >/dev/null
 
 e2e: ## End-to-end tests on a real control plane (builds the tools first, cached)
-	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
 
 test: verify unit e2e ## Everything CI runs: verify, unit tests, end-to-end tests
 
@@ -49,12 +51,12 @@ tidy-check:
 
 verify: ## gofmt, go vet, go mod tidy clean, generated files current
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^test/tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(PROGRESS) "go vet" $(GO) vet ./...
 	@$(MAKE) --no-print-directory tidy-check
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi
 
 demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue size
-	@bin_dir=$$(./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/demo
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/demo
 
 manifests: ## Render manifests/ from the Helm chart
 	./hack/render-manifests.sh
