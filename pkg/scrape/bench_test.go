@@ -114,7 +114,7 @@ func BenchmarkScrape(b *testing.B) {
 			b.SetBytes(int64(len(page)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := m.scrapeOnce(ctx, target, req, nil, true); err != nil {
+				if _, err := m.scrapeOnce(ctx, m.workers, target, req, nil, true); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -124,7 +124,7 @@ func BenchmarkScrape(b *testing.B) {
 
 // BenchmarkThousandTargets scrapes 1,000 targets, each its own host:port on
 // 127.0.0.1 (so each keeps its own keep-alive connection, as pods do), with
-// the default 64 workers and 1,000 idle loops running. One op is one round of
+// the default pools and 1,000 idle loops running. One op is one round of
 // 1,000 scrapes through ScrapeNow, after a first round that opened the
 // connections. It reports the memory in use after the rounds; that figure includes the loopback servers' side of every
 // connection, so it bounds the Manager's own from above.

@@ -25,8 +25,8 @@ const (
 )
 
 // worker is one scrape slot: it owns the memory a scrape needs, reused from
-// one scrape to the next, so memory scales with Config.Concurrency and not
-// with the number of targets.
+// one scrape to the next, so memory scales with the number of workers and
+// not with the number of targets. buf is kept only up to RetainBufferSize.
 type worker struct {
 	buf    []byte
 	br     *bufio.Reader // under gz; nil until the first gzip body
@@ -96,11 +96,39 @@ func (w *worker) fetch(parent, ctx context.Context, client *http.Client, req *ht
 	if err != nil {
 		return nil, n, err
 	}
-	page, err := w.parser.ParseAs(w.buf, server)
+	// The parse shares the request's deadline, so a page that would take
+	// long to parse stops at the scrape's deadline instead of pinning a core.
+	deadline, _ := ctx.Deadline()
+	page, err := w.parser.ParseBy(w.buf, server, deadline)
 	if err != nil {
-		return nil, n, &Error{ReasonParse, err}
+		return nil, n, parseError(parent, ctx, err)
 	}
 	return page, n, nil
+}
+
+// parseError classifies an error of pkg/parse: a page over a parser bound,
+// a parse cut short by the deadline (or by the caller), or a bad page.
+func parseError(parent, ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, parse.ErrLimit):
+		return &Error{ReasonLimit, err}
+	case errors.Is(err, parse.ErrDeadline):
+		if parent.Err() != nil {
+			return &Error{ReasonCanceled, err}
+		}
+		return &Error{ReasonTimeout, err}
+	default:
+		return &Error{ReasonParse, err}
+	}
+}
+
+// release drops the body buffer when a large page grew it past
+// RetainBufferSize, so that a worker does not keep the largest page it ever
+// read. Called after the scrape's outcome has been recorded.
+func (w *worker) release() {
+	if cap(w.buf) > RetainBufferSize {
+		w.buf = nil
+	}
 }
 
 // fetchAgent GETs req into w.buf and parses it as a gpu-agent's page.

@@ -18,8 +18,9 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
 
-// Manager runs the scrape loops of a set of targets and one-off scrapes, all
-// through one pool of Config.Concurrency workers.
+// Manager runs the scrape loops of a set of targets through a pool of
+// Config.Concurrency workers, and on-demand scrapes (ScrapeNow) through a
+// pool of its own of Config.FirstConcurrency workers.
 type Manager struct {
 	cfg  Config
 	sink Sink
@@ -27,9 +28,16 @@ type Manager struct {
 	agentSink AgentSink
 	client    *http.Client
 	metrics   *metrics
-	// workers is the pool and the semaphore: a scrape takes a worker from
-	// the channel and puts it back when done.
+	// workers is the loops' pool and semaphore: a scrape takes a worker
+	// from the channel and puts it back when done.
 	workers chan *worker
+	// firstWorkers is the same for on-demand scrapes.
+	firstWorkers chan *worker
+
+	// flights holds the on-demand scrape in flight of each pod, if any: at
+	// most one per pod; a second ScrapeNow of the pod waits for it.
+	flightMu sync.Mutex
+	flights  map[types.NamespacedName]chan struct{} // closed when done
 
 	lastScrape atomic.Int64 // unix nanoseconds of the latest scrape start
 
@@ -61,16 +69,22 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 		return nil, err
 	}
 	m := &Manager{
-		cfg:     cfg,
-		sink:    sink,
-		client:  newClient(cfg),
-		metrics: met,
-		workers: make(chan *worker, cfg.Concurrency),
-		targets: map[types.NamespacedName]Target{},
-		loops:   map[types.NamespacedName]*loop{},
+		cfg:          cfg,
+		sink:         sink,
+		client:       newClient(cfg),
+		metrics:      met,
+		workers:      make(chan *worker, cfg.Concurrency),
+		firstWorkers: make(chan *worker, cfg.FirstConcurrency),
+		flights:      map[types.NamespacedName]chan struct{}{},
+		targets:      map[types.NamespacedName]Target{},
+		loops:        map[types.NamespacedName]*loop{},
 	}
+	// Buffers and parsers are made on first use.
 	for range cfg.Concurrency {
-		m.workers <- &worker{} // buffers and parsers are made on first use
+		m.workers <- &worker{}
+	}
+	for range cfg.FirstConcurrency {
+		m.firstWorkers <- &worker{}
 	}
 	return m, nil
 }
@@ -139,7 +153,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.reconcileLocked()
 	n := len(m.loops)
 	m.mu.Unlock()
-	klog.InfoS("Scrape loops started", "targets", n, "interval", m.cfg.Interval, "timeout", m.cfg.Timeout, "concurrency", m.cfg.Concurrency)
+	klog.InfoS("Scrape loops started", "targets", n, "interval", m.cfg.Interval, "timeout", m.cfg.Timeout,
+		"concurrency", m.cfg.Concurrency, "firstConcurrency", m.cfg.FirstConcurrency)
 
 	<-ctx.Done()
 
@@ -178,7 +193,7 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 	defer ticker.Stop()
 	lastReason := ""
 	for {
-		ok, err := m.scrapeOnce(ctx, t, req, reqErr, false)
+		ok, err := m.scrapeOnce(ctx, m.workers, t, req, reqErr, false)
 		if ok {
 			// Log changes of state only; every failure is in the metrics.
 			if reason := ReasonOf(err); reason != lastReason && reason != ReasonCanceled {
@@ -198,14 +213,21 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 	}
 }
 
-// ScrapeNow scrapes ts once, concurrently through the worker pool, records
-// each outcome in the Sink, and returns when all are done. When ctx ends
-// first, scrapes in flight are canceled and recorded with ReasonCanceled,
-// and targets not yet started are not scraped (nor recorded).
+// ScrapeNow scrapes ts once, concurrently through the on-demand pool (never
+// a loop's worker), records each outcome in the Sink, and returns when all
+// are done. A pod already being scraped on demand, by this call or another,
+// is not scraped again: ScrapeNow waits for that scrape instead. When ctx
+// ends first, scrapes in flight are canceled and recorded with
+// ReasonCanceled, targets not yet started are not scraped (nor recorded),
+// and ScrapeNow stops waiting for other calls' scrapes.
 func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(len(ts), m.cfg.Concurrency) {
+	var (
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		others []chan struct{} // other scrapes in flight of pods in ts
+	)
+	for range min(len(ts), m.cfg.FirstConcurrency) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -214,14 +236,53 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 				if i >= len(ts) || ctx.Err() != nil {
 					return
 				}
-				req, reqErr := newRequest(ts[i].URL, m.cfg.RequestGzip)
-				if ok, err := m.scrapeOnce(ctx, ts[i], req, reqErr, true); ok && err != nil {
-					klog.V(2).InfoS("Scrape failed", "pod", ts[i].Pod, "url", ts[i].URL, "err", err)
+				t := ts[i]
+				done, mine := m.claim(t.Pod)
+				if !mine {
+					mu.Lock()
+					others = append(others, done)
+					mu.Unlock()
+					continue
+				}
+				req, reqErr := newRequest(t.URL, m.cfg.RequestGzip)
+				ok, err := m.scrapeOnce(ctx, m.firstWorkers, t, req, reqErr, true)
+				m.unclaim(t.Pod, done)
+				if ok && err != nil {
+					klog.V(2).InfoS("Scrape failed", "pod", t.Pod, "url", t.URL, "err", err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	for _, done := range others {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// claim makes the caller the one on-demand scrape in flight of pod and
+// returns mine == true and the channel to pass to unclaim; or, when another
+// is in flight, mine == false and a channel closed when that one is done.
+func (m *Manager) claim(pod types.NamespacedName) (done chan struct{}, mine bool) {
+	m.flightMu.Lock()
+	defer m.flightMu.Unlock()
+	if done, ok := m.flights[pod]; ok {
+		return done, false
+	}
+	done = make(chan struct{})
+	m.flights[pod] = done
+	return done, true
+}
+
+// unclaim ends the on-demand scrape of pod claimed with done.
+func (m *Manager) unclaim(pod types.NamespacedName, done chan struct{}) {
+	m.flightMu.Lock()
+	defer m.flightMu.Unlock()
+	delete(m.flights, pod)
+	close(done)
 }
 
 // LastScrape returns the start time of the most recent scrape attempt, or
@@ -234,17 +295,20 @@ func (m *Manager) LastScrape() time.Time {
 	return time.Unix(0, n)
 }
 
-// scrapeOnce waits for a worker, scrapes t with it, and records the outcome
-// (always when recordCanceled, else only while ctx is live). It returns
-// whether a scrape was attempted at all, and its error.
-func (m *Manager) scrapeOnce(ctx context.Context, t Target, req *http.Request, reqErr error, recordCanceled bool) (bool, error) {
+// scrapeOnce waits for a worker of pool, scrapes t with it, and records the
+// outcome (always when recordCanceled, else only while ctx is live). It
+// returns whether a scrape was attempted at all, and its error.
+func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, req *http.Request, reqErr error, recordCanceled bool) (bool, error) {
 	var w *worker
 	select {
-	case w = <-m.workers:
+	case w = <-pool:
 	case <-ctx.Done():
 		return false, nil
 	}
-	defer func() { m.workers <- w }()
+	defer func() {
+		w.release()
+		pool <- w
+	}()
 	if w.parser == nil {
 		w.parser = parse.NewParserFor(m.cfg.Servers)
 	}
@@ -279,6 +343,9 @@ func (m *Manager) scrapeOnce(ctx context.Context, t Target, req *http.Request, r
 		m.metrics.failures.WithLabelValues(ReasonOf(err)).Inc()
 		err = fmt.Errorf("scraping %s of pod %s: %w", t.URL, t.Pod, err)
 		page, pods = nil, nil
+	}
+	if page != nil {
+		m.metrics.countRejected(page)
 	}
 	if ctx.Err() == nil || recordCanceled {
 		if t.Kind == GPUAgent {

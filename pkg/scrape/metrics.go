@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
 
 // metrics are a Manager's self-metrics.
@@ -13,6 +15,10 @@ type metrics struct {
 	failures *prometheus.CounterVec
 	bytes    prometheus.Counter
 	targets  prometheus.Gauge
+	// rejectedVec is inference_metrics_adapter_rejected_samples_total;
+	// rejected holds its child of each parse.Reject.
+	rejectedVec *prometheus.CounterVec
+	rejected    [parse.NumRejects]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns,
 			Name:      "scrape_failures_total",
-			Help:      "Scrapes that failed, by reason (timeout, connection, http_status, body_too_large, redirect, parse, canceled).",
+			Help:      "Scrapes that failed, by reason (timeout, connection, http_status, body_too_large, redirect, parse, limit, canceled).",
 		}, []string{"reason"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns,
@@ -44,17 +50,34 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name:      "scrape_targets",
 			Help:      "Targets with a background scrape loop.",
 		}),
+		rejectedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns,
+			Name:      "rejected_samples_total",
+			Help:      "Sample values of scraped pages refused by the parser, by reason (non_finite, negative, above_one); the page's other values are kept.",
+		}, []string{"reason"}),
 	}
 	for _, r := range Reasons() {
 		m.failures.WithLabelValues(r) // every reason is visible from the start, at 0
 	}
+	for r := range parse.NumRejects {
+		m.rejected[r] = m.rejectedVec.WithLabelValues(r.String())
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.scrapes, m.failures, m.bytes, m.targets} {
+	for _, c := range []prometheus.Collector{m.duration, m.scrapes, m.failures, m.bytes, m.targets, m.rejectedVec} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering scrape metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// countRejected adds the page's refused sample values to rejected_samples_total.
+func (m *metrics) countRejected(page *parse.Page) {
+	for r, n := range page.Rejected {
+		if n > 0 {
+			m.rejected[r].Add(float64(n))
+		}
+	}
 }

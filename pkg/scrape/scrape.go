@@ -1,15 +1,20 @@
 // Package scrape owns fetching model servers' /metrics pages: one background
 // loop per target at a fixed interval with a random start delay, a bounded
-// pool of workers shared by all targets, per-request timeouts, a body-size
-// limit, one keep-alive HTTP client that never follows redirects, and gzip.
-// Each fetched page is parsed with pkg/parse and handed to a Sink together
-// with the scrape's start time; a failed scrape is handed over as an *Error
-// whose Reason says why.
+// pool of workers shared by all loops, a second small pool for on-demand
+// scrapes (ScrapeNow), per-request timeouts, a body-size limit, one
+// keep-alive HTTP client that never follows redirects, and gzip. Each fetched
+// page is parsed with pkg/parse, within the scrape's deadline, and handed to
+// a Sink together with the scrape's start time; a failed scrape is handed
+// over as an *Error whose Reason says why.
 //
 // Memory does not grow with the number of targets times the page size: each
-// of Config.Concurrency workers owns one reusable body buffer, one gzip
-// reader and one parse.Parser, and a target's loop borrows a worker only for
-// the duration of one scrape.
+// of the Config.Concurrency + Config.FirstConcurrency workers owns one
+// reusable body buffer, one gzip reader and one parse.Parser, and a scrape
+// borrows a worker only for its own duration. A body buffer that grew past
+// RetainBufferSize for a large page is released after that scrape, so the
+// worst case, (Concurrency + FirstConcurrency) × MaxBodySize, is only reached
+// while that many large pages are read at once; in steady state a worker
+// holds about one typical page.
 package scrape
 
 import (
@@ -66,14 +71,19 @@ type Config struct {
 	Timeout time.Duration
 	// MaxBodySize is the largest page accepted, in bytes after gzip
 	// decompression. A larger page fails with ReasonBodyTooLarge; it is never
-	// parsed truncated. Each worker's buffer grows up to the largest page it
-	// has read, so the worst case is Concurrency × MaxBodySize bytes.
+	// parsed truncated. A worker's buffer grows up to the page it reads and
+	// is released after the scrape when larger than RetainBufferSize, so the
+	// worst case is (Concurrency + FirstConcurrency) × MaxBodySize bytes.
 	MaxBodySize int64
-	// Concurrency is the number of scrapes that may run at once across all
-	// targets (the number of workers). A target that hangs holds one worker
-	// for at most Timeout. Size it so that targets × typical scrape time
-	// fits in Interval × Concurrency.
+	// Concurrency is the number of background-loop scrapes that may run at
+	// once across all targets (the number of loop workers). A target that
+	// hangs holds one worker for at most Timeout. Size it so that targets ×
+	// typical scrape time fits in Interval × Concurrency.
 	Concurrency int
+	// FirstConcurrency is the number of on-demand scrapes (ScrapeNow) that
+	// may run at once: a pool of its own, so on-demand scrapes never take a
+	// loop worker and cannot starve the loops.
+	FirstConcurrency int
 	// Jitter is the fraction of Interval, in [0, 1], over which each new
 	// loop's first scrape is delayed at random: a loop waits a uniformly
 	// random time in [0, Jitter×Interval) before its first scrape and then
@@ -91,15 +101,22 @@ type Config struct {
 	Servers *parse.Servers
 }
 
-// DefaultConfig returns the defaults: a 5 s interval, a 3 s timeout, a
-// 16 MiB body limit (the --max-body-size default), 64 workers and full jitter.
+// RetainBufferSize is the largest body buffer a worker keeps from one
+// scrape to the next; a larger one, grown for a large page, is released.
+const RetainBufferSize = 1 << 20
+
+// DefaultConfig returns the defaults of the command-line flags: a 5 s
+// interval, a 3 s timeout, a 4 MiB body limit, 32 loop workers, 4 on-demand
+// workers and full jitter. Their worst case, (32 + 4) × 4 MiB = 144 MiB,
+// fits the chart's 512 MiB memory limit with room.
 func DefaultConfig() Config {
 	return Config{
-		Interval:    5 * time.Second,
-		Timeout:     3 * time.Second,
-		MaxBodySize: 16 << 20,
-		Concurrency: 64,
-		Jitter:      1,
+		Interval:         5 * time.Second,
+		Timeout:          3 * time.Second,
+		MaxBodySize:      4 << 20,
+		Concurrency:      32,
+		FirstConcurrency: 4,
+		Jitter:           1,
 	}
 }
 
@@ -116,6 +133,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maximum body size must be positive, got %d", c.MaxBodySize)
 	case c.Concurrency <= 0:
 		return fmt.Errorf("scrape concurrency must be positive, got %d", c.Concurrency)
+	case c.FirstConcurrency <= 0:
+		return fmt.Errorf("first-scrape concurrency must be positive, got %d", c.FirstConcurrency)
 	case !(c.Jitter >= 0 && c.Jitter <= 1): // also rejects NaN
 		return fmt.Errorf("scrape jitter must be a fraction in [0, 1], got %v", c.Jitter)
 	}
@@ -125,7 +144,8 @@ func (c Config) Validate() error {
 // Reasons a scrape fails, the Reason of an Error and the `reason` label of
 // the inference_metrics_adapter_scrape_failures_total metric.
 const (
-	// ReasonTimeout: the scrape did not finish within Config.Timeout.
+	// ReasonTimeout: the scrape, parse included, did not finish within
+	// Config.Timeout.
 	ReasonTimeout = "timeout"
 	// ReasonConnection: the connection could not be made or broke (refused,
 	// reset, DNS, an invalid URL, a body cut short).
@@ -138,6 +158,9 @@ const (
 	ReasonRedirect = "redirect"
 	// ReasonParse: the body could not be decompressed or parsed.
 	ReasonParse = "parse"
+	// ReasonLimit: the page exceeds one of the parser's bounds
+	// (parse.ErrLimit), e.g. too many series or too long a label value.
+	ReasonLimit = "limit"
 	// ReasonCanceled: the caller's context ended first (shutdown, a removed
 	// target, or the deadline of ScrapeNow). It says nothing about the target.
 	ReasonCanceled = "canceled"
@@ -146,7 +169,7 @@ const (
 // Reasons lists every Reason, in the order of the constants.
 func Reasons() []string {
 	return []string{ReasonTimeout, ReasonConnection, ReasonHTTPStatus, ReasonBodyTooLarge,
-		ReasonRedirect, ReasonParse, ReasonCanceled}
+		ReasonRedirect, ReasonParse, ReasonLimit, ReasonCanceled}
 }
 
 // Error is the error (possibly wrapped) of a failed scrape. Reason is one of

@@ -139,11 +139,12 @@ func gzipped(t testing.TB, b []byte) []byte {
 // tests that use it wait for as few rounds as they can and run in parallel.
 func testConfig() Config {
 	return Config{
-		Interval:    time.Second,
-		Timeout:     time.Second,
-		MaxBodySize: 200 << 10, // the fixture is 51.5 KB
-		Concurrency: 4,
-		Jitter:      0.1,
+		Interval:         time.Second,
+		Timeout:          time.Second,
+		MaxBodySize:      200 << 10, // the fixture is 51.5 KB
+		Concurrency:      4,
+		FirstConcurrency: 4,
+		Jitter:           0.1,
 	}
 }
 
@@ -225,6 +226,7 @@ func TestConfigValidate(t *testing.T) {
 		{"timeout over interval", func(c *Config) { c.Timeout = 2 * c.Interval }, "must not exceed the scrape interval"},
 		{"zero body size", func(c *Config) { c.MaxBodySize = 0 }, "body size must be positive"},
 		{"zero concurrency", func(c *Config) { c.Concurrency = 0 }, "concurrency must be positive"},
+		{"zero first-scrape concurrency", func(c *Config) { c.FirstConcurrency = 0 }, "first-scrape concurrency must be positive"},
 		{"negative jitter", func(c *Config) { c.Jitter = -0.1 }, "jitter must be a fraction in [0, 1]"},
 		{"jitter over 1", func(c *Config) { c.Jitter = 1.5 }, "jitter must be a fraction in [0, 1]"},
 		{"NaN jitter", func(c *Config) { c.Jitter = math.NaN() }, "jitter must be a fraction in [0, 1]"},
@@ -261,9 +263,11 @@ func TestNewManagerRegistersMetrics(t *testing.T) {
 		"inference_metrics_adapter_scrape_failures_total",
 		"inference_metrics_adapter_scrape_targets",
 		"inference_metrics_adapter_scrapes_total",
+		"inference_metrics_adapter_rejected_samples_total",
 	}
-	if n, err := testutil.GatherAndCount(reg, want...); err != nil || n != len(want)-1+len(Reasons()) {
-		t.Fatalf("GatherAndCount = %d, %v; want %d series (one per failure reason)", n, err, len(want)-1+len(Reasons()))
+	wantSeries := len(want) - 2 + len(Reasons()) + int(parse.NumRejects)
+	if n, err := testutil.GatherAndCount(reg, want...); err != nil || n != wantSeries {
+		t.Fatalf("GatherAndCount = %d, %v; want %d series (one per failure reason, one per reject reason)", n, err, wantSeries)
 	}
 	if _, err := NewManager(testConfig(), newRecordingSink(), reg); err == nil {
 		t.Fatal("a second Manager registered the same metrics into the same registry without error")
@@ -594,7 +598,7 @@ func TestBodyLimit(t *testing.T) {
 			sink := newRecordingSink()
 			cfg := testConfig()
 			cfg.MaxBodySize = tt.limit
-			cfg.Concurrency = 1
+			cfg.Concurrency, cfg.FirstConcurrency = 1, 1
 			m, err := NewManager(cfg, sink, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -640,7 +644,7 @@ func TestScrapeNow(t *testing.T) {
 	t.Run("per-request timeout", func(t *testing.T) {
 		sink := newRecordingSink()
 		cfg := testConfig()
-		cfg.Concurrency = 1 // the slow target must not starve the healthy one for more than Timeout
+		cfg.FirstConcurrency = 1 // the slow target must not starve the healthy one for more than Timeout
 		m, err := NewManager(cfg, sink, nil)
 		if err != nil {
 			t.Fatal(err)

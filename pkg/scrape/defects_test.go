@@ -1,0 +1,287 @@
+package scrape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+)
+
+// TestDefect2_BufferReleasedAfterLargePage: a worker that read one large
+// page does not keep a buffer that large for the pages after it, in either
+// pool.
+func TestDefect2_BufferReleasedAfterLargePage(t *testing.T) {
+	t.Parallel()
+	// A 4 MiB page: comment lines, then one real series.
+	var big strings.Builder
+	for big.Len() < 4<<20 {
+		big.WriteString("# padding padding padding padding padding padding padding padding padding\n")
+	}
+	big.Write(simplePage(1))
+	var mu sync.Mutex
+	served := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n := served
+		served++
+		mu.Unlock()
+		if n%4 == 0 { // every round starts with the large page
+			_, _ = w.Write([]byte(big.String()))
+			return
+		}
+		_, _ = w.Write(simplePage(2))
+	}))
+	defer srv.Close()
+
+	for _, tc := range []struct {
+		name string
+		pool func(m *Manager) chan *worker
+	}{
+		{"loop pool", func(m *Manager) chan *worker { return m.workers }},
+		{"on-demand pool", func(m *Manager) chan *worker { return m.firstWorkers }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			cfg := testConfig()
+			cfg.MaxBodySize = 8 << 20
+			cfg.Concurrency, cfg.FirstConcurrency = 1, 1
+			m, err := NewManager(cfg, newRecordingSink(), reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := Target{Pod: pod("p"), URL: srv.URL}
+			req, err := newRequest(target.URL, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := tc.pool(m)
+			for range 4 { // the large page, then three small ones
+				if tc.name == "loop pool" {
+					m.scrapeOnce(context.Background(), pool, target, req, nil, false)
+				} else {
+					m.ScrapeNow(context.Background(), []Target{target})
+				}
+			}
+			if got := testutil.ToFloat64(m.metrics.bytes); got < 4<<20 {
+				t.Fatalf("read %v bytes, want the 4 MiB page among them", got)
+			}
+			w := <-pool
+			defer func() { pool <- w }()
+			if c := cap(w.buf); c > RetainBufferSize {
+				t.Fatalf("worker keeps a %d-byte buffer after small pages, want at most %d", c, RetainBufferSize)
+			}
+		})
+	}
+}
+
+// TestParseErrorReasons maps pkg/parse's errors to failure reasons.
+func TestParseErrorReasons(t *testing.T) {
+	live := context.Background()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name   string
+		parent context.Context
+		err    error
+		want   string
+	}{
+		{"over a parser bound", live, fmt.Errorf("line 7: %w", parse.ErrLimit), ReasonLimit},
+		{"parse past the scrape deadline", live, fmt.Errorf("line 9000: %w", parse.ErrDeadline), ReasonTimeout},
+		{"parse past the caller's deadline", done, fmt.Errorf("line 9000: %w", parse.ErrDeadline), ReasonCanceled},
+		{"bad page", live, errors.New("line 1: bad value"), ReasonParse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := parseError(tc.parent, tc.parent, tc.err)
+			if got := ReasonOf(err); got != tc.want {
+				t.Fatalf("reason %q, want %q", got, tc.want)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("%v does not wrap %v", err, tc.err)
+			}
+		})
+	}
+}
+
+// TestRejectedSamplesCounted exports Page.Rejected by reason.
+func TestRejectedSamplesCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	met, err := newMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page parse.Page
+	page.Rejected[parse.RejectNonFinite] = 2
+	page.Rejected[parse.RejectAboveOne] = 1
+	met.countRejected(&page)
+	met.countRejected(&page)
+	want := `
+# HELP inference_metrics_adapter_rejected_samples_total Sample values of scraped pages refused by the parser, by reason (non_finite, negative, above_one); the page's other values are kept.
+# TYPE inference_metrics_adapter_rejected_samples_total counter
+inference_metrics_adapter_rejected_samples_total{reason="above_one"} 2
+inference_metrics_adapter_rejected_samples_total{reason="negative"} 0
+inference_metrics_adapter_rejected_samples_total{reason="non_finite"} 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inference_metrics_adapter_rejected_samples_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hangingServer answers every request only when the client gives up.
+func hangingServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		srv.Close()
+	})
+	return srv
+}
+
+// countingTransport counts the adapter's requests per URL, and the most it
+// ever had in flight at once for each. It counts on the client side: a
+// server notices a client that gave up only some time later.
+type countingTransport struct {
+	next     http.RoundTripper
+	mu       sync.Mutex
+	inFlight map[string]int
+	maxSeen  map[string]int
+	total    map[string]int
+}
+
+func countRequests(m *Manager) *countingTransport {
+	ct := &countingTransport{next: m.client.Transport, inFlight: map[string]int{}, maxSeen: map[string]int{}, total: map[string]int{}}
+	m.client.Transport = ct
+	return ct
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	url := req.URL.String()
+	c.mu.Lock()
+	c.total[url]++
+	c.inFlight[url]++
+	c.maxSeen[url] = max(c.maxSeen[url], c.inFlight[url])
+	c.mu.Unlock()
+	resp, err := c.next.RoundTrip(req)
+	if err != nil {
+		c.done(url)
+		return nil, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { c.done(url) }}
+	return resp, nil
+}
+
+func (c *countingTransport) done(url string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight[url]--
+}
+
+func (c *countingTransport) stats(url string) (maxSeen, total int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxSeen[url], c.total[url]
+}
+
+type countedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(b.done)
+	return b.ReadCloser.Close()
+}
+
+// TestDefect5_OnDemandScrapesOwnPool: many concurrent ScrapeNow calls for
+// hanging pods neither starve a healthy target's loop (on-demand scrapes have
+// a pool of their own) nor send a pod more than one request at a time (a
+// second ScrapeNow of a pod waits for the one in flight).
+func TestDefect5_OnDemandScrapesOwnPool(t *testing.T) {
+	t.Parallel()
+	const (
+		interval = 200 * time.Millisecond
+		window   = 3 * time.Second
+		callers  = 20
+	)
+	healthy := pageServer(t, simplePage(1))
+	hang := hangingServer(t)
+	hanging := []Target{
+		{Pod: pod("hang-0"), URL: hang.URL + "/hang-0"},
+		{Pod: pod("hang-1"), URL: hang.URL + "/hang-1"},
+	}
+
+	sink := newRecordingSink()
+	cfg := testConfig()
+	cfg.Interval, cfg.Timeout, cfg.Jitter = interval, interval, 0
+	cfg.Concurrency, cfg.FirstConcurrency = 2, 2
+	m, err := NewManager(cfg, sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := countRequests(m)
+	m.SetTargets([]Target{{Pod: pod("good"), URL: healthy.URL}})
+	stop := startManager(t, m)
+	waitFor(t, "the healthy target's first scrape", func() bool { return len(sink.get(pod("good"))) > 0 })
+
+	before := len(sink.get(pod("good")))
+	end := time.Now().Add(window)
+	var wg sync.WaitGroup
+	calls := make([]int, callers)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*interval)
+				m.ScrapeNow(ctx, hanging)
+				cancel()
+				calls[i]++
+			}
+		}()
+	}
+	wg.Wait()
+	got := len(sink.get(pod("good"))) - before
+	stop()
+
+	if want := int(window / interval); float64(got) < 0.6*float64(want) {
+		t.Errorf("healthy target scraped %d times in %v of on-demand load, want at least 0.6 × %d", got, window, want)
+	}
+	nCalls := 0
+	for _, n := range calls {
+		nCalls += n
+	}
+	for _, tg := range hanging {
+		maxSeen, total := requests.stats(tg.URL)
+		if maxSeen > 1 {
+			t.Errorf("pod %s had %d requests in flight at once, want at most 1", tg.Pod, maxSeen)
+		}
+		if total >= nCalls {
+			t.Errorf("pod %s got %d requests from %d ScrapeNow calls: concurrent calls did not share its scrape", tg.Pod, total, nCalls)
+		}
+	}
+	for _, tg := range hanging {
+		for i, r := range sink.get(tg.Pod) {
+			if r.err == nil {
+				t.Fatalf("hanging pod %s record %d succeeded", tg.Pod, i)
+			}
+		}
+	}
+}
