@@ -5,6 +5,8 @@ package options
 import (
 	"errors"
 	"fmt"
+	"math"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +41,11 @@ type Options struct {
 	EnableExternal     bool
 	ScrapeGzip         bool
 	ServerConfig       string
+	// ShutdownDelay keeps serving, with /readyz failing, after SIGTERM.
+	ShutdownDelay time.Duration
+
+	// FirstScrapeConcurrency is the size of the on-demand scrape pool.
+	FirstScrapeConcurrency int
 
 	// servers is the --server-config file as loaded by Validate.
 	servers *parse.Servers
@@ -51,11 +58,17 @@ func NewOptions() *Options {
 		ScrapeInterval:     5 * time.Second,
 		ScrapeTimeout:      3 * time.Second,
 		MaxAge:             15 * time.Second,
-		MaxBodySize:        16 << 20,
-		ScrapeConcurrency:  64,
+		MaxBodySize:        4 << 20,
+		ScrapeConcurrency:  32,
 		DemandTTL:          10 * time.Minute,
 		FirstScrapeTimeout: 2 * time.Second,
 		GPUAgentSelector:   "app.kubernetes.io/name=inference-metrics-adapter-gpu-agent",
+
+		// (32 + 4) × 4 MiB = 144 MiB of page buffers at worst: under 30% of
+		// the chart's 512Mi memory limit.
+		FirstScrapeConcurrency: 4,
+
+		ShutdownDelay: 10 * time.Second,
 	}
 }
 
@@ -67,7 +80,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "A pod whose last good scrape is older than this is left out of answers. Must be at least --scrape-interval.")
 	fs.Int64Var(&o.MaxBodySize, "max-body-size", o.MaxBodySize, "Largest /metrics page accepted, in bytes (after decompression). Larger pages fail with reason body_too_large.")
 	fs.BoolVar(&o.ScrapeGzip, "scrape-gzip", o.ScrapeGzip, "Ask model servers for gzip-compressed pages. Off by default: on-the-fly compression costs the model server CPU on every scrape. Gzip bodies sent unasked are read either way.")
-	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most scrapes in flight at once, over all targets.")
+	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most background scrapes in flight at once, over all targets. Worst-case page memory is (scrape-concurrency + first-scrape-concurrency) x max-body-size.")
+	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once. A pool of their own: they never delay the background scrapes.")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
@@ -75,6 +89,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods. Empty means any watched namespace. With --namespaces, this namespace is watched too.")
 	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
 	o.Adapter.FlagSet = fs
 	o.Adapter.InstallFlags()
 }
@@ -100,8 +115,17 @@ func (o *Options) Validate() error {
 	if o.ScrapeConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--scrape-concurrency must be at least 1, got %d", o.ScrapeConcurrency))
 	}
+	if o.FirstScrapeConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--first-scrape-concurrency must be at least 1, got %d", o.FirstScrapeConcurrency))
+	}
+	if err := o.validateMemoryBudget(debug.SetMemoryLimit(-1)); err != nil {
+		errs = append(errs, err)
+	}
 	if o.DemandTTL < o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--demand-ttl (%s) must be at least --scrape-interval (%s)", o.DemandTTL, o.ScrapeInterval))
+	}
+	if o.ShutdownDelay < 0 || o.ShutdownDelay > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("--shutdown-delay must be between 0 and 5m, got %s", o.ShutdownDelay))
 	}
 	if o.FirstScrapeTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--first-scrape-timeout must not be negative, got %s", o.FirstScrapeTimeout))
@@ -129,6 +153,21 @@ func (o *Options) Validate() error {
 		errs = append(errs, errList...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateMemoryBudget refuses scrape settings whose worst-case page memory,
+// (--scrape-concurrency + --first-scrape-concurrency) × --max-body-size,
+// exceeds half of the process memory limit (math.MaxInt64: none).
+func (o *Options) validateMemoryBudget(limit int64) error {
+	if limit == math.MaxInt64 || limit <= 0 || o.ScrapeConcurrency < 1 || o.FirstScrapeConcurrency < 1 || o.MaxBodySize < 1 {
+		return nil
+	}
+	workers := int64(o.ScrapeConcurrency) + int64(o.FirstScrapeConcurrency)
+	if o.MaxBodySize <= limit/2/workers {
+		return nil
+	}
+	return fmt.Errorf("(--scrape-concurrency %d + --first-scrape-concurrency %d) x --max-body-size %d = %d bytes of page buffers at worst, more than half of the memory limit of %d bytes; lower these flags or raise the limit (GOMEMLIMIT or the container's)",
+		o.ScrapeConcurrency, o.FirstScrapeConcurrency, o.MaxBodySize, workers*o.MaxBodySize, limit)
 }
 
 // Config turns validated options into the server's configuration.
@@ -159,13 +198,14 @@ func (o *Options) Config() (*server.Config, error) {
 	return &server.Config{
 		Adapter: o.Adapter,
 		Scrape: scrape.Config{
-			Interval:    o.ScrapeInterval,
-			Timeout:     o.ScrapeTimeout,
-			MaxBodySize: o.MaxBodySize,
-			Concurrency: o.ScrapeConcurrency,
-			Jitter:      1,
-			RequestGzip: o.ScrapeGzip,
-			Servers:     servers,
+			Interval:         o.ScrapeInterval,
+			Timeout:          o.ScrapeTimeout,
+			MaxBodySize:      o.MaxBodySize,
+			Concurrency:      o.ScrapeConcurrency,
+			FirstConcurrency: o.FirstScrapeConcurrency,
+			Jitter:           1,
+			RequestGzip:      o.ScrapeGzip,
+			Servers:          servers,
 		},
 		MaxAge:             o.MaxAge,
 		Namespaces:         namespaces,
@@ -174,5 +214,6 @@ func (o *Options) Config() (*server.Config, error) {
 		GPUAgentSelector:   agentSel,
 		GPUAgentNamespace:  o.GPUAgentNamespace,
 		EnableExternal:     o.EnableExternal,
+		ShutdownDelay:      o.ShutdownDelay,
 	}, nil
 }

@@ -1,8 +1,10 @@
 package options
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ func TestValidate(t *testing.T) {
 		{name: "zero interval", args: []string{"--scrape-interval=0"}, wantErr: []string{"--scrape-interval must be positive"}},
 		{name: "tiny body limit", args: []string{"--max-body-size=10"}, wantErr: []string{"--max-body-size must be at least 1024 bytes"}},
 		{name: "no concurrency", args: []string{"--scrape-concurrency=0"}, wantErr: []string{"--scrape-concurrency must be at least 1"}},
+		{name: "no first-scrape concurrency", args: []string{"--first-scrape-concurrency=0"}, wantErr: []string{"--first-scrape-concurrency must be at least 1"}},
 		{name: "empty namespace entry", args: []string{"--namespaces=a,,b"}, wantErr: []string{"--namespaces has an empty entry"}},
 		{name: "bad agent selector", args: []string{"--gpu-agent-selector=app in (("}, wantErr: []string{"--gpu-agent-selector"}},
 		{name: "two kubeconfigs", args: []string{"--kubeconfig=/a", "--lister-kubeconfig=/b"}, wantErr: []string{"--kubeconfig and --lister-kubeconfig"}},
@@ -72,7 +75,7 @@ func TestConfig(t *testing.T) {
 	if got := strings.Join(cfg.Namespaces, ","); got != "llm,gpu" {
 		t.Errorf("namespaces %q: the agent namespace must be watched too", got)
 	}
-	if cfg.Scrape.Interval != 2*time.Second || cfg.Scrape.Timeout != time.Second || cfg.Scrape.Concurrency != 64 {
+	if cfg.Scrape.Interval != 2*time.Second || cfg.Scrape.Timeout != time.Second || cfg.Scrape.Concurrency != 32 || cfg.Scrape.FirstConcurrency != 4 {
 		t.Errorf("scrape config %+v", cfg.Scrape)
 	}
 	if cfg.Adapter.RemoteKubeConfigFile != "/kc" {
@@ -139,4 +142,56 @@ func TestServerConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDefect2_MemoryBudget: scrape settings whose worst-case page buffers,
+// (scrape-concurrency + first-scrape-concurrency) × max-body-size, exceed
+// half of the process memory limit are refused; the defaults fit the
+// chart's 512Mi limit.
+func TestDefect2_MemoryBudget(t *testing.T) {
+	const chartLimit = 512 << 20
+	cases := []struct {
+		name    string
+		args    []string
+		limit   int64
+		wantErr string
+	}{
+		{name: "defaults under the chart's limit", limit: chartLimit},
+		{name: "no limit", args: []string{"--max-body-size=1073741824"}, limit: math.MaxInt64},
+		{name: "old defaults under the chart's limit", args: []string{"--scrape-concurrency=64", "--max-body-size=16777216"}, limit: chartLimit,
+			wantErr: "(--scrape-concurrency 64 + --first-scrape-concurrency 4) x --max-body-size 16777216 = 1140850688 bytes"},
+		{name: "exactly half", args: []string{"--scrape-concurrency=60", "--max-body-size=4194304"}, limit: chartLimit},
+		{name: "one byte over half", args: []string{"--scrape-concurrency=60", "--max-body-size=4194305"}, limit: chartLimit,
+			wantErr: "more than half of the memory limit of 536870912 bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.validateMemoryBudget(tc.limit)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+
+	t.Run("Validate reads the process limit", func(t *testing.T) {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(chartLimit))
+		o := NewOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse([]string{"--max-body-size=16777216"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--max-body-size 16777216") {
+			t.Fatalf("Validate() = %v, want the memory budget refused", err)
+		}
+	})
 }
