@@ -47,6 +47,12 @@ type noDemand struct{}
 
 func (noDemand) Want(context.Context, string, labels.Selector, []*corev1.Pod) {}
 
+func (noDemand) WantPod(context.Context, *corev1.Pod) {}
+
+func (noDemand) Shadowed(types.NamespacedName) (types.NamespacedName, bool) {
+	return types.NamespacedName{}, false
+}
+
 var queueInfo = cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: "inference_queue_size"}
 
 // BenchmarkList1000 is the provider's work for one HPA question about

@@ -59,10 +59,11 @@ func (e External) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo {
 	return out
 }
 
-// GetExternalMetric aggregates the signal over the Ready pods the selector
-// picks (queue and batch summed, fractions maxed, GPU utilization averaged).
-// As for object metrics, every Ready pod must have a fresh value; the answer
-// is a 404 naming the pods that lack one. The selector must pick pods: an
+// GetExternalMetric aggregates the signal over the pods the selector picks
+// (queue and batch summed, fractions maxed, GPU utilization averaged), by
+// the rule of object metrics: every Ready pod must have a fresh value (the
+// answer is a 404 naming the pods that lack one), and a pod that is not
+// Ready counts when it has one. The selector must pick pods: an
 // empty pod selector is refused rather than summing a whole namespace.
 func (e External) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
 	p := e.p
@@ -82,12 +83,16 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	}
 	running := runningPods(pods)
 	p.want(ctx, namespace, podSel, running)
-	agg := p.aggregateReady(running, sig, modelMatcher(modelSel))
-	if agg.ready == 0 {
-		return nil, notFound(cinfo, noPodsMessage(namespace, podSel, len(pods))+" (external metrics cover Ready pods)")
-	}
+	agg := p.aggregatePods(running, sig, modelMatcher(modelSel))
 	if agg.why.n > 0 {
 		return nil, notFound(cinfo, fmt.Sprintf("%d of %d ready pods matching %q have no value (the sum needs every ready pod): %s", agg.why.n, agg.ready, podSel.String(), agg.why.String()))
+	}
+	if agg.counted == 0 {
+		return nil, notFound(cinfo, noPodsMessage(namespace, podSel, len(pods))+" (external metrics cover Ready pods, and pods not Ready that have a value)")
+	}
+	q, ok := quantity(agg.value)
+	if !ok {
+		return nil, outOfRange(cinfo, fmt.Sprintf("pods matching %q", podSel.String()), agg.value)
 	}
 	window := p.windowSeconds()
 	return &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{{
@@ -95,7 +100,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 		MetricLabels:  selectorLabels(metricSelector),
 		Timestamp:     metav1.NewTime(agg.oldest),
 		WindowSeconds: &window,
-		Value:         quantity(agg.value),
+		Value:         q,
 	}}}, nil
 }
 

@@ -4,6 +4,14 @@
 // deployments and statefulsets, honours metric selectors on model_name, and
 // answers 404 with the reason when there is no value: it never answers 0
 // for what was not measured.
+//
+// A question with a label selector in a namespace (what the HPA asks), or
+// about one object by name, becomes bounded demand (package targets). A
+// pods question without a selector, or across all namespaces, creates no
+// demand and scrapes nothing: it is answered from the pods that already have
+// a scrape outcome. Deployments and statefulsets across all namespaces are
+// refused (400). Values are served only when finite; a value too large for
+// milli precision keeps its magnitude in a decimal-exponent quantity.
 package provider
 
 import (
@@ -28,6 +36,7 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	inf "gopkg.in/inf.v0"
 	"k8s.io/utils/clock"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
@@ -38,11 +47,19 @@ import (
 // Values looks up one signal of one pod.
 type Values interface {
 	Get(pod types.NamespacedName, sig signals.Signal, match store.ModelMatcher, now time.Time, maxAge time.Duration) store.Sample
+	// Scraped reports whether pod has any recorded scrape outcome.
+	Scraped(pod types.NamespacedName) bool
 }
 
-// Demand is told which pods a question was about, so that they get scraped.
+// Demand is told which pods a question was about, so that they get scraped
+// (targets.Tracker implements it).
 type Demand interface {
+	// Want records a selector question in a namespace about pods.
 	Want(ctx context.Context, namespace string, selector labels.Selector, pods []*corev1.Pod)
+	// WantPod records a question about one pod by name.
+	WantPod(ctx context.Context, pod *corev1.Pod)
+	// Shadowed reports whether a newer Running pod has pod's IP, and which.
+	Shadowed(pod types.NamespacedName) (types.NamespacedName, bool)
 }
 
 // Listers gives the provider read access to the informer caches.
@@ -137,34 +154,39 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return nil, err
 	}
+	if name.Namespace == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
+	}
 	match := modelMatcher(metricSelector)
-	now := p.clock.Now()
 	switch k {
 	case kindPod:
 		pod, err := p.list.Pods.Pods(name.Namespace).Get(name.Name)
 		if err != nil {
 			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %v", name.Namespace, name.Name, err))
 		}
-		// The pod's own labels keep it (and its siblings) scraped; a pod
-		// without labels must not make its whole namespace wanted.
-		sel := labels.Nothing()
-		if len(pod.Labels) > 0 {
-			sel = labels.SelectorFromSet(pod.Labels)
+		if newer, ok := p.shadowed(pod); ok {
+			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, shadowedMessage(newer)))
 		}
-		p.want(ctx, name.Namespace, sel, []*corev1.Pod{pod})
-		now = p.clock.Now()
-		s := p.podSample(pod, sig, match, now)
+		// The pod alone is wanted: neither its siblings nor, for a pod
+		// without labels, its whole namespace.
+		if p.demand != nil {
+			p.demand.WantPod(ctx, pod)
+		}
+		s := p.podSample(pod, sig, match, p.clock.Now())
 		if s.Status != store.OK {
 			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, describe(s)))
 		}
-		v := p.value(sig, ref(k, name), s.Value, s.Time, metricSelector)
+		v, err := p.value(info, sig, ref(k, name), s.Value, s.Time, metricSelector)
+		if err != nil {
+			return nil, err
+		}
 		return &v, nil
 	default:
 		sel, err := p.objectSelector(k, name)
 		if err != nil {
 			return nil, notFound(info, err.Error())
 		}
-		v, err := p.objectValue(ctx, k, name, sel, sig, match, info, metricSelector)
+		v, err := p.objectValue(ctx, k, name, sel, sig, match, info, metricSelector, true)
 		if err != nil {
 			return nil, err
 		}
@@ -178,40 +200,96 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err != nil {
 		return nil, err
 	}
+	if selector == nil {
+		selector = labels.Everything()
+	}
 	match := modelMatcher(metricSelector)
 	if k != kindPod {
+		if namespace == "" {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/*/%s)", info.GroupResource.String(), info.GroupResource.String(), info.Metric))
+		}
 		return p.objectsBySelector(ctx, k, namespace, selector, sig, match, info, metricSelector)
 	}
+	// Without a namespace or a selector the question is too wide to become
+	// demand: answer from the pods that already have a scrape outcome.
+	scrapedOnly := namespace == "" || selector.Empty()
 	pods, err := p.list.Pods.Pods(namespace).List(selector)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
 	}
 	running := runningPods(pods)
-	if len(running) == 0 {
-		return nil, notFound(info, noPodsMessage(namespace, selector, len(pods)))
+	if scrapedOnly {
+		running = p.scrapedPods(running)
+		if len(running) == 0 {
+			return nil, notFound(info, fmt.Sprintf("no pod matching %q in %s has been scraped; a question without a namespace or a labelSelector only reads pods already scraped: ask within a namespace with a labelSelector (as the HPA does), e.g. ?labelSelector=app%%3Dmy-model", selector.String(), namespaceWords(namespace)))
+		}
+	} else {
+		if len(running) == 0 {
+			return nil, notFound(info, noPodsMessage(namespace, selector, len(pods)))
+		}
+		p.want(ctx, namespace, selector, running)
 	}
-	p.want(ctx, namespace, selector, running)
 	now := p.clock.Now()
 	items := make([]custom_metrics.MetricValue, 0, len(running))
 	var why reasons
 	for _, pod := range running {
+		if newer, ok := p.shadowed(pod); ok {
+			why.addText(pod, store.Absent, shadowedMessage(newer))
+			continue
+		}
 		s := p.podSample(pod, sig, match, now)
 		if s.Status != store.OK {
 			why.add(pod, s)
 			continue
 		}
-		items = append(items, p.value(sig, ref(kindPod, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}), s.Value, s.Time, metricSelector))
+		v, err := p.value(info, sig, ref(kindPod, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}), s.Value, s.Time, metricSelector)
+		if err != nil {
+			why.addText(pod, store.Absent, err.Error())
+			continue
+		}
+		items = append(items, v)
 	}
 	if len(items) == 0 {
-		return nil, notFound(info, fmt.Sprintf("%d running pods match %q in namespace %q, but none has a value: %s", len(running), selector.String(), namespace, why.String()))
+		return nil, notFound(info, fmt.Sprintf("%d running pods match %q in %s, but none has a value: %s", len(running), selector.String(), namespaceWords(namespace), why.String()))
 	}
 	return &custom_metrics.MetricValueList{Items: items}, nil
+}
+
+func namespaceWords(namespace string) string {
+	if namespace == "" {
+		return "any namespace"
+	}
+	return fmt.Sprintf("namespace %q", namespace)
+}
+
+// scrapedPods returns the pods that have a scrape outcome.
+func (p *Provider) scrapedPods(pods []*corev1.Pod) []*corev1.Pod {
+	out := pods[:0:0]
+	for _, pod := range pods {
+		if p.values.Scraped(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}) {
+			out = append(out, pod)
+		}
+	}
+	return out
 }
 
 func (p *Provider) want(ctx context.Context, namespace string, selector labels.Selector, pods []*corev1.Pod) {
 	if p.demand != nil {
 		p.demand.Want(ctx, namespace, selector, pods)
 	}
+}
+
+// shadowed reports whether pod's IP belongs to a newer pod, whose page the
+// IP serves: such a pod has no value of its own.
+func (p *Provider) shadowed(pod *corev1.Pod) (types.NamespacedName, bool) {
+	if p.demand == nil {
+		return types.NamespacedName{}, false
+	}
+	return p.demand.Shadowed(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+}
+
+func shadowedMessage(newer types.NamespacedName) string {
+	return fmt.Sprintf("its IP now belongs to the newer pod %s, so it has no page of its own", newer)
 }
 
 // podSample looks a signal up for one pod. inference_batch_fill falls back to
@@ -262,53 +340,74 @@ func (p *Provider) objectSelector(k kind, name types.NamespacedName) (labels.Sel
 	return sel, nil
 }
 
-// objectValue aggregates a signal over the Ready pods an object selects. Every
-// Ready pod must have a fresh value: a partial sum would understate the load,
-// so a missing pod makes the whole answer a 404 naming it.
-func (p *Provider) objectValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, sig signals.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+// objectValue aggregates a signal over the pods an object selects, by the
+// rule of aggregatePods: every Ready pod must have a fresh value (a partial
+// sum would understate the load, so a missing Ready pod makes the whole
+// answer a 404 naming it), and a Running pod that is not Ready counts when
+// it has a fresh value. With want false the question creates no demand.
+func (p *Provider) objectValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, sig signals.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
 	pods, err := p.list.Pods.Pods(name.Namespace).List(sel)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
 	}
 	running := runningPods(pods)
-	p.want(ctx, name.Namespace, sel, running)
-	agg := p.aggregateReady(running, sig, match)
-	if agg.ready == 0 {
-		return nil, notFound(info, fmt.Sprintf("%s/%s: %s", name.Namespace, name.Name, noPodsMessage(name.Namespace, sel, len(pods))+" (object metrics cover Ready pods)"))
+	if want {
+		p.want(ctx, name.Namespace, sel, running)
 	}
+	agg := p.aggregatePods(running, sig, match)
 	if agg.why.n > 0 {
 		return nil, notFound(info, fmt.Sprintf("%s/%s: %d of %d ready pods have no value (an object's value needs every ready pod): %s", name.Namespace, name.Name, agg.why.n, agg.ready, agg.why.String()))
 	}
-	v := p.value(sig, ref(k, name), agg.value, agg.oldest, metricSelector)
+	if agg.counted == 0 {
+		return nil, notFound(info, fmt.Sprintf("%s/%s: %s", name.Namespace, name.Name, noPodsMessage(name.Namespace, sel, len(pods))+" (object metrics cover Ready pods, and pods not Ready that have a value)"))
+	}
+	if math.IsInf(agg.value, 0) || math.IsNaN(agg.value) {
+		return nil, outOfRange(info, fmt.Sprintf("%s/%s", name.Namespace, name.Name), agg.value)
+	}
+	v, err := p.value(info, sig, ref(k, name), agg.value, agg.oldest, metricSelector)
+	if err != nil {
+		return nil, err
+	}
 	return &v, nil
 }
 
-// aggregate is a signal combined over the Ready pods of a set.
+// aggregate is a signal combined over the pods of a set.
 type aggregate struct {
-	value  float64
-	oldest time.Time // the oldest contributing scrape
-	ready  int       // Ready pods in the set
-	why    reasons   // Ready pods without a value, and why
+	value   float64
+	oldest  time.Time // the oldest contributing scrape
+	ready   int       // Ready pods in the set
+	counted int       // pods whose value is in value
+	why     reasons   // Ready pods without a value, and why
 }
 
-// aggregateReady combines sig over the Ready pods among running, with the
-// signal's aggregation, noting the pods without a value.
-func (p *Provider) aggregateReady(running []*corev1.Pod, sig signals.Signal, match store.ModelMatcher) aggregate {
+// aggregatePods combines sig over the Running pods of a set, with the
+// signal's aggregation. The rule:
+//   - a Ready pod with a fresh value counts;
+//   - a Ready pod without one is noted in why (the caller answers 404);
+//   - a pod that is not Ready but has a fresh value counts: an overloaded
+//     server often fails its readiness probe, and its load is real;
+//   - a pod that is not Ready and has no value is left out (still loading);
+//   - a pod whose IP a newer pod has taken is left out.
+func (p *Provider) aggregatePods(running []*corev1.Pod, sig signals.Signal, match store.ModelMatcher) aggregate {
 	now := p.clock.Now()
 	var a aggregate
-	n := 0
 	for _, pod := range running {
-		if !targets.IsReady(pod) {
+		if _, ok := p.shadowed(pod); ok {
 			continue
 		}
-		a.ready++
+		ready := targets.IsReady(pod)
+		if ready {
+			a.ready++
+		}
 		s := p.podSample(pod, sig, match, now)
 		if s.Status != store.OK {
-			a.why.add(pod, s)
+			if ready {
+				a.why.add(pod, s)
+			}
 			continue
 		}
-		a.value = signals.Combine(sig.Aggregation(), a.value, n, s.Value)
-		n++
+		a.value = signals.Combine(sig.Aggregation(), a.value, a.counted, s.Value)
+		a.counted++
 		if a.oldest.IsZero() || s.Time.Before(a.oldest) {
 			a.oldest = s.Time
 		}
@@ -337,6 +436,9 @@ func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace stri
 		}
 	}
 	sort.Strings(names)
+	// Every object of a namespace (no selector) would make nearly every pod
+	// wanted: such a question reads only what is already scraped.
+	want := !selector.Empty()
 	if len(names) == 0 {
 		return nil, notFound(info, fmt.Sprintf("no %s match %q in namespace %q", info.GroupResource.Resource, selector.String(), namespace))
 	}
@@ -349,7 +451,7 @@ func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace stri
 			errs = append(errs, err.Error())
 			continue
 		}
-		v, err := p.objectValue(ctx, k, nn, sel, sig, match, info, metricSelector)
+		v, err := p.objectValue(ctx, k, nn, sel, sig, match, info, metricSelector, want)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
@@ -366,26 +468,54 @@ func (p *Provider) windowSeconds() int64 {
 	return max(1, int64(math.Ceil(p.cfg.Window.Seconds())))
 }
 
-func (p *Provider) value(sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) custom_metrics.MetricValue {
+// value builds the API's value of obj; a value that is not a finite number
+// is a 404 saying so.
+func (p *Provider) value(info cmprovider.CustomMetricInfo, sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) (custom_metrics.MetricValue, error) {
+	q, ok := quantity(v)
+	if !ok {
+		return custom_metrics.MetricValue{}, outOfRange(info, obj.Namespace+"/"+obj.Name, v)
+	}
 	window := p.windowSeconds()
 	mv := custom_metrics.MetricValue{
 		DescribedObject: obj,
 		Metric:          custom_metrics.MetricIdentifier{Name: sig.Name()},
 		Timestamp:       metav1.NewTime(at),
 		WindowSeconds:   &window,
-		Value:           quantity(v),
+		Value:           q,
 	}
 	if metricSelector != nil && !metricSelector.Empty() {
 		if ls, err := metav1.ParseToLabelSelector(metricSelector.String()); err == nil {
 			mv.Metric.Selector = ls
 		}
 	}
-	return mv
+	return mv, nil
 }
 
-// quantity renders v with milli precision: 0.4213 -> "421m", 3 -> "3".
-func quantity(v float64) resource.Quantity {
-	return *resource.NewMilliQuantity(int64(math.Round(v*1000)), resource.DecimalSI)
+// maxMilli bounds the values rendered with milli precision: |v| × 1000 must
+// fit an int64 (about 9.2e18) with room for rounding.
+const maxMilli = 9e15
+
+// quantity renders v with milli precision where that fits an int64:
+// 0.4213 -> "421m", 3 -> "3". Larger values keep 15 significant digits in a
+// decimal-exponent quantity ("123456789012345e10"), truncated toward zero so
+// that the value read back never exceeds v, nor overflows to infinity. It
+// reports false for NaN and infinities, which have no quantity.
+func quantity(v float64) (resource.Quantity, bool) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return resource.Quantity{}, false
+	}
+	if math.Abs(v) < maxMilli {
+		return *resource.NewMilliQuantity(int64(math.Round(v*1000)), resource.DecimalSI), true
+	}
+	exp := int(math.Floor(math.Log10(math.Abs(v)))) - 14
+	mant := math.Trunc(v / math.Pow10(exp)) // |mant| < 1e16: fits an int64
+	return *resource.NewDecimalQuantity(*inf.NewDec(int64(mant), inf.Scale(-exp)), resource.DecimalExponent), true
+}
+
+// outOfRange is the 404 for a value that is not a finite number, e.g. a sum
+// over pods that overflowed.
+func outOfRange(info cmprovider.CustomMetricInfo, what string, v float64) error {
+	return notFound(info, fmt.Sprintf("%s: the value (%g) is out of range: not a finite number", what, v))
 }
 
 func ref(k kind, name types.NamespacedName) custom_metrics.ObjectReference {
@@ -465,11 +595,14 @@ type reasons struct {
 }
 
 func (r *reasons) add(pod *corev1.Pod, s store.Sample) {
+	r.addText(pod, s.Status, describe(s))
+}
+
+func (r *reasons) addText(pod *corev1.Pod, st store.Status, text string) {
 	r.n++
-	r.counts[s.Status]++
+	r.counts[st]++
 	if len(r.first) < 3 {
-		msg := pod.Name + ": " + describe(s)
-		r.first = append(r.first, msg)
+		r.first = append(r.first, pod.Name+": "+text)
 	}
 }
 

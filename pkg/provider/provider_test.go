@@ -109,10 +109,22 @@ func model(name string, q, b, kv float64) parse.Model {
 	return m
 }
 
-type recordingDemand struct{ asked []string }
+type recordingDemand struct {
+	asked    []string
+	shadowed map[types.NamespacedName]types.NamespacedName
+}
 
 func (d *recordingDemand) Want(_ context.Context, ns string, sel labels.Selector, pods []*corev1.Pod) {
 	d.asked = append(d.asked, fmt.Sprintf("%s/%s:%d", ns, sel, len(pods)))
+}
+
+func (d *recordingDemand) WantPod(_ context.Context, pod *corev1.Pod) {
+	d.asked = append(d.asked, fmt.Sprintf("pod %s/%s", pod.Namespace, pod.Name))
+}
+
+func (d *recordingDemand) Shadowed(pod types.NamespacedName) (types.NamespacedName, bool) {
+	n, ok := d.shadowed[pod]
+	return n, ok
 }
 
 func newServer(t *testing.T, f fixture) (*httptest.Server, *recordingDemand) {
