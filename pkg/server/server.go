@@ -39,6 +39,9 @@ type Config struct {
 	GPUAgentSelector   labels.Selector
 	GPUAgentNamespace  string
 	EnableExternal     bool
+	// ShutdownDelay is how long the API server keeps serving after SIGTERM
+	// with /readyz failing, before it closes its port.
+	ShutdownDelay time.Duration
 }
 
 // countingSetter remembers how many targets the scraper was last given,
@@ -106,6 +109,13 @@ func Run(ctx context.Context, cfg *Config) error {
 		cfg.Adapter.WithExternalMetrics(p.External())
 	}
 
+	apiConfig, err := cfg.Adapter.Config()
+	if err != nil {
+		return fmt.Errorf("building the API server configuration: %w", err)
+	}
+	// Through the delay after SIGTERM /readyz fails while requests are still
+	// served, so that kube-apiserver stops sending before the port closes.
+	apiConfig.GenericConfig.ShutdownDelayDuration = cfg.ShutdownDelay
 	srv, err := cfg.Adapter.Server()
 	if err != nil {
 		return fmt.Errorf("building the API server: %w", err)
@@ -128,27 +138,31 @@ func Run(ctx context.Context, cfg *Config) error {
 		}
 		return nil
 	})
-	if err := srv.GenericAPIServer.AddReadyzChecks(ready); err != nil {
+	reach := newAPIReachability(versionProbe(client.Discovery().RESTClient()), clk)
+	if err := srv.GenericAPIServer.AddReadyzChecks(ready, healthz.NamedCheck("kube-apiserver-reachable", reach.Check)); err != nil {
 		return fmt.Errorf("adding readyz check: %w", err)
 	}
 	if err := srv.GenericAPIServer.AddLivezChecks(0, live); err != nil {
 		return fmt.Errorf("adding livez check: %w", err)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// The pipeline outlives ctx by the shutdown delay, so that the API
+	// server answers from fresh values until its port closes.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	for _, f := range w.factories {
-		f.Start(ctx.Done())
+		f.Start(pctx.Done())
 	}
-	done := make(chan struct{}, 2)
-	go func() { defer func() { done <- struct{}{} }(); _ = scraper.Run(ctx) }()
+	done := make(chan struct{}, 3)
+	go func() { defer func() { done <- struct{}{} }(); _ = scraper.Run(pctx) }()
+	go func() { defer func() { done <- struct{}{} }(); reach.Run(pctx) }()
 	go func() {
 		defer func() { done <- struct{}{} }()
-		if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
+		if !cache.WaitForCacheSync(pctx.Done(), w.synced...) {
 			return
 		}
 		klog.InfoS("Informer caches synced; tracking targets")
-		tracker.Run(ctx)
+		tracker.Run(pctx)
 	}()
 	klog.InfoS("Serving custom.metrics.k8s.io", "namespaces", cfg.Namespaces, "scrapeInterval", cfg.Scrape.Interval, "maxAge", cfg.MaxAge)
 	err = srv.GenericAPIServer.PrepareRun().RunWithContext(ctx)
@@ -156,6 +170,7 @@ func Run(ctx context.Context, cfg *Config) error {
 	for _, f := range w.factories {
 		f.Shutdown()
 	}
+	<-done
 	<-done
 	<-done
 	return err
