@@ -26,6 +26,8 @@ func TestValidate(t *testing.T) {
 		{name: "tiny body limit", args: []string{"--max-body-size=10"}, wantErr: []string{"--max-body-size must be at least 1024 bytes"}},
 		{name: "no concurrency", args: []string{"--scrape-concurrency=0"}, wantErr: []string{"--scrape-concurrency must be at least 1"}},
 		{name: "no first-scrape concurrency", args: []string{"--first-scrape-concurrency=0"}, wantErr: []string{"--first-scrape-concurrency must be at least 1"}},
+		{name: "negative shutdown delay", args: []string{"--shutdown-delay=-1s"}, wantErr: []string{"--shutdown-delay must be between 0 and 5m"}},
+		{name: "no shutdown delay", args: []string{"--shutdown-delay=0"}},
 		{name: "empty namespace entry", args: []string{"--namespaces=a,,b"}, wantErr: []string{"--namespaces has an empty entry"}},
 		{name: "bad agent selector", args: []string{"--gpu-agent-selector=app in (("}, wantErr: []string{"--gpu-agent-selector"}},
 		{name: "two kubeconfigs", args: []string{"--kubeconfig=/a", "--lister-kubeconfig=/b"}, wantErr: []string{"--kubeconfig and --lister-kubeconfig"}},
@@ -77,6 +79,9 @@ func TestConfig(t *testing.T) {
 	}
 	if cfg.Scrape.Interval != 2*time.Second || cfg.Scrape.Timeout != time.Second || cfg.Scrape.Concurrency != 32 || cfg.Scrape.FirstConcurrency != 4 {
 		t.Errorf("scrape config %+v", cfg.Scrape)
+	}
+	if cfg.ShutdownDelay != 10*time.Second {
+		t.Errorf("shutdown delay %s, want the default 10s", cfg.ShutdownDelay)
 	}
 	if cfg.Adapter.RemoteKubeConfigFile != "/kc" {
 		t.Errorf("kubeconfig not passed to the adapter base: %q", cfg.Adapter.RemoteKubeConfigFile)
