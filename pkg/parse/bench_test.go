@@ -2,6 +2,7 @@ package parse
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -70,6 +71,28 @@ func BenchmarkParse(b *testing.B) {
 			if n == 0 {
 				b.Fatal("no lines")
 			}
+		})
+	}
+}
+
+// BenchmarkManyModels parses pages of 1k and 10k models (one line each,
+// the models bound lifted) and reports the cost per model, which stays the
+// same when the work per line is constant (it grew with the number of models
+// when finding a model's accumulator was a scan).
+func BenchmarkManyModels(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		page := manyModels(n)
+		b.Run(fmt.Sprintf("models=%d", n), func(b *testing.B) {
+			p := NewParser()
+			p.SetLimits(Limits{MaxModels: n})
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Parse(page); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/model")
 		})
 	}
 }

@@ -68,7 +68,7 @@ fork_running{served_model="s"} 7
 		{"a short name; an absent filter label is no match, and unmatched lines do not count", "slots{state=\"used\"} 0.3\nslots 0.2\n", Unknown,
 			Page{}},
 		{"NaN and overflow after scale are absent", "my_server_kv_percent NaN\nmy_server_queue_depth 1\n", Unknown,
-			Page{Server: my, Models: []Model{m("", sQ, 1.0)}}},
+			Page{Server: my, Models: []Model{m("", sQ, 1.0)}, Rejected: rej(RejectNonFinite, 1)}},
 		{"escaped model name", `my_server_queue_depth{model="a\"b"} 1`, Unknown,
 			Page{Server: my, Models: []Model{m(`a"b`, sQ, 1.0)}}},
 	}

@@ -2,9 +2,11 @@ package parse
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,7 +43,10 @@ func FuzzParse(f *testing.F) {
 		"tgi_queue_size 1\nab\x00",
 		"vllm:num_requests_running{model_name=\"m} 1\n",
 		// For the custom table of fuzzServers.
-		"q{model=\"a\"} 3\nq{model=\"b\"} 1e308\nq{model=\"b\"} 1e308\nmy_server_slots_fill{model=\"a\"} 0.5\n",
+		"q{model=\"a\"} 3\nq{model=\"b\",w=\"0\"} 1e308\nq{model=\"b\",w=\"1\"} 1e308\nq{model=\"b\",w=\"2\"} -1\nmy_server_slots_fill{model=\"a\"} 1.5\n",
+		"tgi_queue_size 1\ntgi_queue_size{a=\"\"} 2\n",
+		"vllm:num_requests_running{a=\"1\",b=\"2\"} 1\nvllm:num_requests_running{b=\"2\",a=\"1\"} 1\n",
+		"nv_trt_llm_request_metrics{model=\"t\",request_type=\"active\"} 9\nnv_trt_llm_request_metrics{model=\"t\",request_type=\"max\"} 8\nnv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\",model=\"t\"} -0.5\n",
 		"reqs{state=\"running\",kind=\"x\",model=\"a\"} 4\nreqs{state=\"running\",model=\"a\"} 9\nreqs{state=\"kv\",model=\"a\"} 0.25\nreqs{state=\"kv\",kind=\"x\"} 0.75\n",
 		"my_kv_perc{model_name=\"m\"} 42\nvllm:num_requests_waiting{model_name=\"m\"} 1\n",
 		"my_kv_perc{model_name=\"m\"} 42\nreqs{model=\"m\",state=\"kv\"} 0.5\nq 1\n",
@@ -149,8 +154,8 @@ func checkPage(t *testing.T, data []byte, pg Page) {
 			if !ok && mod.Values[s] != 0 {
 				t.Fatalf("model %q: absent %s holds %v", mod.Name, s, mod.Values[s])
 			}
-			// Only sums (queue, batch) may overflow to ±Inf; nothing is NaN.
-			if ok && (math.IsNaN(v) || math.IsInf(v, 0) && (s == sKV || s == sFill)) {
+			// Nothing is NaN, infinite or negative; fractions are at most 1.
+			if ok && (math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1 && (s == sKV || s == sFill)) {
 				t.Fatalf("model %q: %s = %v", mod.Name, s, v)
 			}
 		}
@@ -207,6 +212,15 @@ func checkAgainstExpfmt(t *testing.T, data []byte, servers *Servers) {
 			continue
 		}
 		got, err := NewParserFor(servers).ParseAs(data, s)
+		if errors.Is(err, ErrLimit) {
+			continue // a long label or many models: expfmt has no bounds
+		}
+		if want.Server == dupServer {
+			if err == nil || !strings.Contains(err.Error(), "duplicate series") {
+				t.Fatalf("ParseAs(%s) = %v, want a duplicate series error", s, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("ParseAs(%s): %v, but expfmt read the page", s, err)
 		}
@@ -236,12 +250,22 @@ func nameRunsIntoValue(data []byte, ds []dialect) bool {
 	return false
 }
 
+// dupServer is the Server of a referencePage for a page that repeats one of
+// the server's wanted series, which the parser must refuse.
+const dupServer Server = 255
+
 // referencePage aggregates server s's wanted series (dialect d) from
-// expfmt's families the way DESIGN.md says; ok is false outside the common
+// expfmt's families as docs/parser.md says; ok is false outside the common
 // subset.
 func referencePage(fams map[string]*dto.MetricFamily, d dialect, s Server) (Page, bool) {
 	var accs []*accum
+	var pg Page
 	count := 0
+	if dup, ok := repeatsSeries(fams, d); !ok {
+		return Page{}, false
+	} else if dup {
+		return Page{Server: dupServer}, true
+	}
 	for _, se := range d.series {
 		fam := fams[se.name]
 		if fam == nil {
@@ -292,7 +316,18 @@ func referencePage(fams map[string]*dto.MetricFamily, d dialect, s Server) (Page
 			}
 			bit := uint8(1) << se.role
 			a.seen |= bit
-			if math.IsNaN(v) || math.IsInf(v, 0) {
+			fraction := se.role == roleKV || se.role == roleKVFallback || se.role == roleFill
+			switch {
+			case math.IsNaN(v) || math.IsInf(v, 0):
+				pg.Rejected[RejectNonFinite]++
+				continue
+			case v < 0:
+				pg.Rejected[RejectNegative]++
+				continue
+			case fraction && v > 1:
+				pg.Rejected[RejectAboveOne]++
+				continue
+			case a.bad&bit != 0:
 				continue
 			}
 			if a.has&bit == 0 {
@@ -303,17 +338,75 @@ func referencePage(fams map[string]*dto.MetricFamily, d dialect, s Server) (Page
 				a.vals[se.role] = math.Max(a.vals[se.role], v)
 			}
 			a.has |= bit
+			if math.IsInf(a.vals[se.role], 0) {
+				a.has &^= bit
+				a.bad |= bit
+				pg.Rejected[RejectNonFinite]++
+			}
 		}
 	}
-	var pg Page
 	if count == 0 {
 		return pg, true
 	}
 	pg.Server = s
 	for _, a := range accs {
-		if mod := a.model(); mod.Has != 0 {
+		if mod := a.model(&pg.Rejected); mod.Has != 0 {
 			pg.Models = append(pg.Models, mod)
 		}
 	}
 	return pg, true
+}
+
+// repeatsSeries reports whether a series (name and non-empty labels, in any
+// order) that one of d's series wants is on the page twice; ok is false when
+// a sample repeats a label name.
+func repeatsSeries(fams map[string]*dto.MetricFamily, d dialect) (dup, ok bool) {
+	seen := map[string]bool{}
+	for i, se := range d.series {
+		if i > 0 && d.series[i-1].name == se.name {
+			continue // the run was looked at with its first series
+		}
+		switch fams[se.name].GetType() {
+		case dto.MetricType_GAUGE, dto.MetricType_COUNTER, dto.MetricType_UNTYPED:
+		default:
+			return false, false
+		}
+		for _, met := range fams[se.name].GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range met.GetLabel() {
+				if _, twice := labels[lp.GetName()]; twice {
+					return false, false
+				}
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if !wantedBy(d.series, se.name, labels) {
+				continue
+			}
+			key := seriesKey(se.name, labels)
+			if seen[key] {
+				dup = true
+			}
+			seen[key] = true
+		}
+	}
+	return dup, true
+}
+
+// seriesKey names a series: its metric name and its non-empty labels, sorted.
+func seriesKey(name string, labels map[string]string) string {
+	var pairs []string
+	for k, v := range labels {
+		if v != "" {
+			pairs = append(pairs, strconv.Quote(k)+"="+strconv.Quote(v))
+		}
+	}
+	slices.Sort(pairs)
+	return name + "{" + strings.Join(pairs, ",") + "}"
+}
+
+// wantedBy reports whether one of ss named name takes a sample with labels.
+func wantedBy(ss []series, name string, labels map[string]string) bool {
+	return slices.ContainsFunc(ss, func(se series) bool {
+		return se.name == name && !slices.ContainsFunc(se.filters, func(f labelMatch) bool { return labels[f.key] != f.value })
+	})
 }

@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 )
 
 // labels reads a label set; s starts just after '{'. It records the values
 // of modelKey in p.model and of keys[i] in p.filter[i] (unescaped), notes an
-// `engine` label in p.lineEngine, and returns the text after '}' or an error message.
+// `engine` label in p.lineEngine, adds every label to p.labelSum, and
+// returns the text after '}' or an error message. A label name or value over
+// the size bound is an error with p.over set.
 func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, string) {
+	limit := p.limits.MaxLabelValueBytes
 	for {
 		s = trimBlanks(s)
 		if len(s) == 0 {
@@ -23,7 +25,7 @@ func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, strin
 		var key []byte
 		if s[0] == '"' { // quoted (UTF-8) label name
 			var msg string
-			key, s, msg = unquote(s[1:], &p.keyBuf)
+			key, s, msg = p.unquote(s[1:], &p.keyBuf, "label name")
 			if msg != "" {
 				return nil, msg
 			}
@@ -35,15 +37,19 @@ func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, strin
 			if i == 0 {
 				return nil, fmt.Sprintf("expected label name, found %q", s[0])
 			}
+			if i > limit {
+				p.over = true
+				return nil, overMsg("label name", limit)
+			}
 			key, s = s[:i], s[i:]
 		}
 		s = trimBlanks(s)
 		if len(s) == 0 || s[0] != '=' {
-			return nil, "expected '=' after label name " + strconv.Quote(string(key))
+			return nil, "expected '=' after label name " + quoteCut(key)
 		}
 		s = trimBlanks(s[1:])
 		if len(s) == 0 || s[0] != '"' {
-			return nil, "expected quoted value for label " + strconv.Quote(string(key))
+			return nil, "expected quoted value for label " + quoteCut(key)
 		}
 		buf, isModel, fi := &p.discardBuf, false, -1
 		switch {
@@ -61,10 +67,11 @@ func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, strin
 				break
 			}
 		}
-		val, rest, msg := unquote(s[1:], buf)
+		val, rest, msg := p.unquote(s[1:], buf, "label value")
 		if msg != "" {
 			return nil, msg
 		}
+		p.hashLabel(key, val)
 		if isModel {
 			p.model = val
 		}
@@ -83,22 +90,30 @@ func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, strin
 	}
 }
 
-// unquote reads a quoted string; s starts just after the opening quote. It
-// returns the unescaped value (a slice of s when there are no escapes, else
-// of *buf), the text after the closing quote, and an error message or "".
-func unquote(s []byte, buf *[]byte) (val, rest []byte, msg string) {
+// unquote reads a quoted string (a label's name or value: what); s starts
+// just after the opening quote. It returns the unescaped value (a slice of s
+// when there are no escapes, else of *buf), the text after the closing
+// quote, and an error message or "". A value over the size bound is an
+// error with p.over set, and *buf never grows past the bound.
+func (p *Parser) unquote(s []byte, buf *[]byte, what string) (val, rest []byte, msg string) {
+	limit := p.limits.MaxLabelValueBytes
 	end := bytes.IndexByte(s, '"')
 	if end < 0 {
 		return nil, nil, "unterminated quoted string"
 	}
 	if bytes.IndexByte(s[:end], '\\') < 0 {
+		if end > limit {
+			p.over = true
+			return nil, nil, overMsg(what, limit)
+		}
 		return s[:end], s[end+1:], ""
 	}
 	b := (*buf)[:0]
+	defer func() { *buf = b }()
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
+		c := s[i]
+		switch c {
 		case '"':
-			*buf = b
 			return b, s[i+1:], ""
 		case '\\':
 			if i+1 == len(s) {
@@ -107,43 +122,71 @@ func unquote(s []byte, buf *[]byte) (val, rest []byte, msg string) {
 			i++
 			switch s[i] {
 			case 'n':
-				b = append(b, '\n')
+				c = '\n'
 			case '\\', '"':
-				b = append(b, s[i])
+				c = s[i]
 			default:
-				return nil, nil, fmt.Sprintf("invalid escape sequence \\%c", s[i])
+				return nil, nil, fmt.Sprintf("invalid escape sequence \\%s", quoteCut(s[i:i+1]))
 			}
-		default:
-			b = append(b, c)
 		}
+		if len(b) == limit {
+			p.over = true
+			return nil, nil, overMsg(what, limit)
+		}
+		b = appendCapped(b, c, limit)
 	}
-	*buf = b
 	return nil, nil, "unterminated quoted string"
 }
 
-// parseValue reads "value [timestamp]" and reports whether the value is
-// finite; NaN and ±Inf (including out-of-range numbers) are not.
-func parseValue(s []byte) (v float64, finite bool, msg string) {
+// appendCapped appends c to b (len(b) < limit), growing b to at most limit.
+func appendCapped(b []byte, c byte, limit int) []byte {
+	if len(b) == cap(b) {
+		nb := make([]byte, len(b), min(max(2*cap(b), 64), limit))
+		copy(nb, b)
+		b = nb
+	}
+	return append(b, c)
+}
+
+func overMsg(what string, limit int) string {
+	return fmt.Sprintf("%s longer than %d bytes (label size bound)", what, limit)
+}
+
+// maxQuoted is how much page text an error message quotes.
+const maxQuoted = 40
+
+// quoteCut quotes b for an error message, cut to maxQuoted bytes ("…" marks
+// the cut), so that a hostile page cannot make long messages.
+func quoteCut(b []byte) string {
+	if len(b) <= maxQuoted {
+		return strconv.Quote(string(b))
+	}
+	return strconv.Quote(string(b[:maxQuoted])) + "…"
+}
+
+// parseValue reads "value [timestamp]"; the value may be NaN, ±Inf or out
+// of float64 range (then ±Inf).
+func parseValue(s []byte) (v float64, msg string) {
 	s = trimBlanks(s)
 	tok, s := nextToken(s)
 	if len(tok) == 0 {
-		return 0, false, "missing value"
+		return 0, "missing value"
 	}
 	v, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, false, fmt.Sprintf("invalid value %q", tok)
+		return 0, "invalid value " + quoteCut(tok)
 	}
 	// Then an optional timestamp, then an optional OpenMetrics exemplar ("# {...} v").
 	if rest := trimBlanks(s); len(rest) > 0 && rest[0] != '#' {
 		ts, rest := nextToken(rest)
 		if _, err := strconv.ParseFloat(string(ts), 64); err != nil {
-			return 0, false, fmt.Sprintf("invalid timestamp %q", ts)
+			return 0, "invalid timestamp " + quoteCut(ts)
 		}
 		if rest = trimBlanks(rest); len(rest) > 0 && rest[0] != '#' {
-			return 0, false, fmt.Sprintf("unexpected text %q after timestamp", rest)
+			return 0, "unexpected text " + quoteCut(rest) + " after timestamp"
 		}
 	}
-	return v, !math.IsNaN(v) && !math.IsInf(v, 0), ""
+	return v, ""
 }
 
 // nextToken splits s at its first blank.

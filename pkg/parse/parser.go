@@ -1,17 +1,28 @@
 // Package parse reads a model server's Prometheus text /metrics page and
 // picks out the few series that carry the serving signals (queue size, batch
-// size, KV-cache usage, batch fill), per model, for every server in
-// DESIGN.md's "Signals" table. It owns the table of wanted series and the
-// detection of which server wrote a page. It is a single forward scan over
-// the page's lines that looks closely only at the lines it needs, and it
-// allocates nothing per page once warm.
+// size, KV-cache usage, batch fill), per model, for every built-in server and
+// any custom ones. It owns the table of wanted series and the detection of
+// which server wrote a page. It is a single forward scan over the page's
+// lines that looks closely only at the lines it needs, does constant work per
+// line, and allocates nothing per page once warm.
+//
+// Pages are untrusted. A wanted line with a label name or value over
+// Limits.MaxLabelValueBytes, or a page with more than Limits.MaxModels
+// models, fails whole with an error wrapping ErrLimit; a parse past its
+// deadline fails with ErrDeadline; a wanted series written twice is a
+// SyntaxError, as in Prometheus. Sample values a signal cannot take (NaN,
+// ±Inf, negative, a fraction above 1) are refused: the series counts as
+// absent and Page.Rejected counts the refusal. What a Parser keeps between
+// pages is bounded in bytes, whatever the pages.
 package parse
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
@@ -29,7 +40,8 @@ var ErrDeadline = errors.New("parse deadline exceeded")
 var ErrNotText = errors.New("not a Prometheus text exposition")
 
 // SyntaxError reports a malformed line, 1-based, in a series the parser
-// needed, or a body that is not Prometheus text (then Err is ErrNotText).
+// needed (a duplicated series included), or a body that is not Prometheus
+// text (then Err is ErrNotText). Page text quoted in Msg is cut short.
 type SyntaxError struct {
 	Line int
 	Msg  string
@@ -41,13 +53,37 @@ func (e *SyntaxError) Error() string { return fmt.Sprintf("metrics page line %d:
 // Unwrap returns ErrNotText for non-Prometheus bodies, else nil.
 func (e *SyntaxError) Unwrap() error { return e.Err }
 
+// Limits bound what one page can make a Parser hold or do. A page over a
+// bound fails whole with an error wrapping ErrLimit.
+type Limits struct {
+	// MaxLabelValueBytes bounds each label name and (unescaped) label value
+	// on a wanted line. Lines the parser does not need are not looked at.
+	MaxLabelValueBytes int
+	// MaxModels bounds the distinct model label values of one server's
+	// wanted series on a page.
+	MaxModels int
+}
+
+// Default bounds: far above what real servers write (model names are tens
+// of bytes, a server serves a handful of models and LoRA adapters).
+const (
+	DefaultMaxLabelValueBytes = 1024
+	DefaultMaxModels          = 256
+)
+
+// DefaultLimits returns the bounds NewParserFor starts with.
+func DefaultLimits() Limits {
+	return Limits{MaxLabelValueBytes: DefaultMaxLabelValueBytes, MaxModels: DefaultMaxModels}
+}
+
 // accum accumulates one model's wanted series of one server.
 type accum struct {
 	server Server
 	name   string
 	vals   [numRoles]float64
-	has    uint8 // roles with at least one finite sample
-	seen   uint8 // roles with at least one series, finite or not
+	has    uint8 // roles with at least one accepted sample
+	seen   uint8 // roles with at least one series, accepted or refused
+	bad    uint8 // roles whose sum overflowed: no value for the page
 }
 
 // Parser parses pages. Its state is reused from call to call, so a warm
@@ -55,34 +91,60 @@ type accum struct {
 type Parser struct {
 	dialects []dialect // built-in, then custom servers
 	matchers []matcher // per server; [Unknown] holds every server's series
+	limits   Limits
 	accs     []accum
-	counts   []int    // matched lines per server
-	engine   bool     // a vLLM series had an `engine` label
-	names    []string // model names seen before, reused to avoid allocating
+	index    []map[string]int     // per server: model name -> index in accs
+	last     int                  // index in accs of the last accumulator used, -1 if none
+	counts   []int                // matched lines per server
+	rejected [][NumRejects]uint32 // refused samples per server
+	engine   bool                 // a vLLM series had an `engine` label
+	names    map[string]string    // model names seen before, reused to avoid allocating
+	nameSize int                  // bytes in names
+	dups     map[uint64]int       // series hash of each counted line -> its line number
+	seed     maphash.Seed         // of series hashes; random, fixed for p's life
 	page     Page
 
 	// per-line scratch
 	model              []byte   // the model label's value on the current line
 	filter             [][]byte // the values of the run's filter keys on the current line
 	lineEngine         bool     // the current line has an `engine` label
-	modelBuf           []byte   // unescaped label values
+	labelSum           uint64   // order-independent hash of the current line's label set
+	over               bool     // the current line's error is a bound, not a syntax error
+	modelBuf           []byte   // unescaped label values, at most MaxLabelValueBytes each
 	fltBufs            [][]byte
 	keyBuf, discardBuf []byte
 }
 
-// maxCachedNames bounds Parser.names on pages with ever-changing model names.
-const maxCachedNames = 256
+// The model-name cache is bounded in count and in bytes, so that pages with
+// ever-changing names cannot grow it.
+const (
+	maxCachedNames     = 256
+	maxCachedNameBytes = 64 << 10
+)
+
+// maxRetainedEntries bounds the per-page maps (series hashes, model index)
+// a Parser keeps between pages; a larger one is dropped and made again.
+const maxRetainedEntries = 4096
+
+// deadlineEvery is how many lines pass between two looks at the clock.
+const deadlineEvery = 4096
 
 // NewParser returns a Parser that knows the built-in servers.
 func NewParser() *Parser { return NewParserFor(nil) }
 
-// NewParserFor returns a Parser that knows servers (nil: the built-in ones).
+// NewParserFor returns a Parser that knows servers (nil: the built-in ones),
+// with DefaultLimits.
 func NewParserFor(servers *Servers) *Parser {
 	ds := servers.all()
 	p := &Parser{
 		dialects: ds,
 		matchers: make([]matcher, len(ds)),
+		limits:   DefaultLimits(),
+		index:    make([]map[string]int, len(ds)),
+		last:     -1,
+		seed:     maphash.MakeSeed(),
 		counts:   make([]int, len(ds)),
+		rejected: make([][NumRejects]uint32, len(ds)),
 	}
 	detect := []Server{VLLMV1, TGI, SGLang, TRTLLMServe, TritonTRTLLM, JetStream}
 	for s := numBuiltin; s < len(ds); s++ {
@@ -98,6 +160,24 @@ func NewParserFor(servers *Servers) *Parser {
 	p.fltBufs = make([][]byte, maxKeys)
 	return p
 }
+
+// SetLimits replaces p's bounds; a field that is zero or negative takes its
+// default. Scratch buffers grown under a larger bound are dropped.
+func (p *Parser) SetLimits(l Limits) {
+	d := DefaultLimits()
+	if l.MaxLabelValueBytes <= 0 {
+		l.MaxLabelValueBytes = d.MaxLabelValueBytes
+	}
+	if l.MaxModels <= 0 {
+		l.MaxModels = d.MaxModels
+	}
+	p.limits = l
+	p.modelBuf, p.keyBuf, p.discardBuf = nil, nil, nil
+	clear(p.fltBufs)
+}
+
+// Limits returns p's bounds.
+func (p *Parser) Limits() Limits { return p.limits }
 
 // Parse detects the server from the page and returns its signals. The
 // server is the built-in one with the most matching sample lines (ties: the
@@ -118,13 +198,14 @@ func (p *Parser) ParseAs(page []byte, server Server) (*Page, error) {
 }
 
 // ParseBy is ParseAs that gives up with an error wrapping ErrDeadline once
-// deadline has passed; the zero deadline means none.
+// deadline has passed; the zero deadline means none. The clock is read
+// every few thousand lines, so a page is never cut short much past it.
 func (p *Parser) ParseBy(page []byte, server Server, deadline time.Time) (*Page, error) {
 	if int(server) >= len(p.dialects) {
 		return nil, fmt.Errorf("parse metrics page: unknown server %d", server)
 	}
 	p.reset()
-	if err := p.scan(page, &p.matchers[server]); err != nil {
+	if err := p.scan(page, &p.matchers[server], deadline); err != nil {
 		p.reset()
 		return nil, err
 	}
@@ -132,20 +213,44 @@ func (p *Parser) ParseBy(page []byte, server Server, deadline time.Time) (*Page,
 	return &p.page, nil
 }
 
+// reset forgets the last page, keeping the memory it needed unless that
+// grew past what a Parser should hold on to.
 func (p *Parser) reset() {
+	clear(p.accs) // drop the name strings
 	p.accs = p.accs[:0]
+	for s, m := range p.index {
+		p.index[s] = clearOrDrop(m)
+	}
+	p.last = -1
 	clear(p.counts)
+	clear(p.rejected)
 	p.engine = false
+	p.dups = clearOrDrop(p.dups)
 	p.page.Server = Unknown
+	clear(p.page.Models)
 	p.page.Models = p.page.Models[:0]
+	p.page.Rejected = [NumRejects]uint32{}
+}
+
+// clearOrDrop empties m for reuse, or drops it when it grew large (a Go map
+// does not shrink, and clearing costs its capacity).
+func clearOrDrop[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) > maxRetainedEntries {
+		return nil
+	}
+	clear(m)
+	return m
 }
 
 // scan reads the page line by line and accumulates the wanted series.
-func (p *Parser) scan(page []byte, m *matcher) error {
+func (p *Parser) scan(page []byte, m *matcher, deadline time.Time) error {
 	if i := bytes.IndexByte(page, 0); i >= 0 {
 		return &SyntaxError{Line: bytes.Count(page[:i], []byte{'\n'}) + 1, Msg: "NUL byte", Err: ErrNotText}
 	}
 	for lineNo := 1; len(page) > 0; lineNo++ {
+		if lineNo%deadlineEvery == 1 && !deadline.IsZero() && !time.Now().Before(deadline) {
+			return fmt.Errorf("metrics page: parse stopped at line %d: %w", lineNo, ErrDeadline)
+		}
 		var line []byte
 		if i := bytes.IndexByte(page, '\n'); i >= 0 {
 			line, page = page[:i], page[i+1:]
@@ -172,31 +277,31 @@ func (p *Parser) scan(page []byte, m *matcher) error {
 		if entries == nil {
 			continue
 		}
-		if msg := p.sample(line, entries); msg != "" {
-			return &SyntaxError{Line: lineNo, Msg: msg}
+		if err := p.sample(line, lineNo, entries); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// sample handles one line whose name is wanted; it returns an error message
-// or "". The line counts for every entry of the run whose filters it meets.
-func (p *Parser) sample(line []byte, entries []entry) string {
+// sample handles one line whose name is wanted. The line counts for every
+// entry of the run whose filters it meets.
+func (p *Parser) sample(line []byte, lineNo int, entries []entry) error {
 	first := &entries[0]
 	rest := trimBlanks(line[len(first.name):])
-	p.model, p.lineEngine = nil, false
+	p.model, p.lineEngine, p.labelSum, p.over = nil, false, 0, false
 	filter := p.filter[:len(first.keys)]
 	clear(filter)
 	if len(rest) > 0 && rest[0] == '{' {
 		var msg string
 		rest, msg = p.labels(rest[1:], p.dialects[first.server].modelLabel, first.keys)
 		if msg != "" {
-			return first.name + ": " + msg
+			return p.lineError(lineNo, first.name+": "+msg)
 		}
 	}
-	v, finite, msg := parseValue(rest)
+	v, msg := parseValue(rest)
 	if msg != "" {
-		return first.name + ": " + msg
+		return p.lineError(lineNo, first.name+": "+msg)
 	}
 	var a *accum
 	for i := range entries {
@@ -205,30 +310,99 @@ func (p *Parser) sample(line []byte, entries []entry) string {
 			continue // e.g. request_type="context": not wanted
 		}
 		if a == nil {
+			if prev := p.dup(first.name, lineNo); prev != 0 {
+				return &SyntaxError{Line: lineNo, Msg: fmt.Sprintf("%s: duplicate series, first on line %d", first.name, prev)}
+			}
 			p.counts[e.server]++
 			if p.lineEngine && (e.server == VLLMV1 || e.server == VLLMV0) {
 				p.engine = true
 			}
-			a = p.accum(e.server, p.model)
+			if a = p.accum(e.server, p.model); a == nil {
+				p.over = true
+				return p.lineError(lineNo, fmt.Sprintf("%s: more than %d models on the page (models bound)", first.name, p.limits.MaxModels))
+			}
 		}
-		bit := uint8(1) << e.role
-		a.seen |= bit
-		ev, efinite := v, finite
-		if e.scale != 0 {
-			ev *= e.scale
-			efinite = finite && !math.IsInf(ev, 0)
-		}
-		if !efinite {
-			continue // NaN and ±Inf count as absent for this series
-		}
-		if a.has&bit == 0 {
-			a.vals[e.role] = ev
-			a.has |= bit
-		} else {
-			a.vals[e.role] = signals.Combine(roleAgg[e.role], a.vals[e.role], 1, ev)
-		}
+		p.add(a, e, v)
 	}
-	return ""
+	return nil
+}
+
+// add accumulates one sample of e into a, unless the value is refused.
+func (p *Parser) add(a *accum, e *entry, v float64) {
+	bit := uint8(1) << e.role
+	a.seen |= bit
+	if e.scale != 0 {
+		v *= e.scale
+	}
+	if r, ok := check(e.role, v); !ok {
+		p.rejected[e.server][r]++
+		return
+	}
+	switch {
+	case a.bad&bit != 0: // the sum already overflowed
+	case a.has&bit == 0:
+		a.vals[e.role] = v
+		a.has |= bit
+	default:
+		sum := signals.Combine(roleAgg[e.role], a.vals[e.role], 1, v)
+		if math.IsInf(sum, 0) {
+			a.bad |= bit
+			a.has &^= bit
+			p.rejected[e.server][RejectNonFinite]++
+			return
+		}
+		a.vals[e.role] = sum
+	}
+}
+
+// check says whether a role may take the value v, and if not why: no
+// signal is NaN, infinite or negative, and fractions are at most 1.
+func check(r role, v float64) (Reject, bool) {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return RejectNonFinite, false
+	case v < 0:
+		return RejectNegative, false
+	case v > 1 && (r == roleKV || r == roleKVFallback || r == roleFill):
+		return RejectAboveOne, false
+	}
+	return 0, true
+}
+
+// lineError is the error for a failed wanted line: a bound (p.over) or a
+// syntax error.
+func (p *Parser) lineError(lineNo int, msg string) error {
+	if p.over {
+		return fmt.Errorf("metrics page line %d: %s: %w", lineNo, msg, ErrLimit)
+	}
+	return &SyntaxError{Line: lineNo, Msg: msg}
+}
+
+// dup records the series of the current line (name and label set, in any
+// order; an empty label value is no label, as in Prometheus) and returns the
+// line that had it before, or 0. Series are told apart by a 64-bit hash with
+// a per-Parser random seed, so a false match is as good as impossible.
+func (p *Parser) dup(name string, lineNo int) int {
+	h := maphash.String(p.seed, name) + p.labelSum
+	if prev, ok := p.dups[h]; ok {
+		return prev
+	}
+	if p.dups == nil {
+		p.dups = make(map[uint64]int)
+	}
+	p.dups[h] = lineNo
+	return 0
+}
+
+// hashLabel adds one label to the current line's label-set hash: the sum,
+// so the order of labels does not matter, of a non-linear mix of the
+// name's and the value's hashes, so swapping values between names does.
+func (p *Parser) hashLabel(key, val []byte) {
+	if len(val) == 0 {
+		return
+	}
+	hi, lo := bits.Mul64(maphash.Bytes(p.seed, key)^0xa0761d6478bd642f, maphash.Bytes(p.seed, val)^0xe7037ed1a0b428db)
+	p.labelSum += hi ^ lo
 }
 
 // matches reports whether the line's filter label values (indexed like
@@ -242,29 +416,53 @@ func (e *entry) matches(filter [][]byte) bool {
 	return true
 }
 
-// accum returns the accumulator for (server, model), adding one if needed.
+// accum returns the accumulator for (server, model), adding one if needed,
+// or nil when that would pass the models bound. Constant work per call.
 func (p *Parser) accum(server Server, model []byte) *accum {
-	for i := range p.accs {
-		if a := &p.accs[i]; a.server == server && a.name == string(model) {
-			return a
+	if p.last >= 0 {
+		if a := &p.accs[p.last]; a.server == server && a.name == string(model) {
+			return a // consecutive lines of one model: the usual case
 		}
 	}
-	p.accs = append(p.accs, accum{server: server, name: p.intern(model)})
-	return &p.accs[len(p.accs)-1]
+	idx := p.index[server]
+	if i, ok := idx[string(model)]; ok {
+		p.last = i
+		return &p.accs[i]
+	}
+	if len(idx) >= p.limits.MaxModels {
+		return nil
+	}
+	if idx == nil {
+		idx = make(map[string]int)
+		p.index[server] = idx
+	}
+	name := p.intern(model)
+	p.last = len(p.accs)
+	idx[name] = p.last
+	p.accs = append(p.accs, accum{server: server, name: name})
+	return &p.accs[p.last]
 }
 
-// intern returns model as a string, reusing one from an earlier page.
+// intern returns model as a string, reusing one from an earlier page. The
+// cache holds at most maxCachedNames names of maxCachedNameBytes in all;
+// when full it starts over.
 func (p *Parser) intern(model []byte) string {
-	for _, n := range p.names {
-		if n == string(model) {
-			return n
-		}
-	}
-	if len(p.names) >= maxCachedNames {
-		p.names = p.names[:0]
+	if n, ok := p.names[string(model)]; ok {
+		return n
 	}
 	n := string(model)
-	p.names = append(p.names, n)
+	if len(n) > maxCachedNameBytes/16 {
+		return n // one name must not take the place of many
+	}
+	if len(p.names) >= maxCachedNames || p.nameSize+len(n) > maxCachedNameBytes {
+		clear(p.names)
+		p.nameSize = 0
+	}
+	if p.names == nil {
+		p.names = make(map[string]string)
+	}
+	p.names[n] = n
+	p.nameSize += len(n)
 	return n
 }
 
@@ -289,12 +487,13 @@ func (p *Parser) finish(asked Server) {
 		return // Unknown, no models
 	}
 	p.page.Server = winner
+	p.page.Rejected = p.rejected[winner]
 	if asked == Unknown && winner == VLLMV1 && !p.engine && !p.anySeen(VLLMV1, roleKV) {
 		p.page.Server = VLLMV0 // same names, accumulated the same way
 	}
 	for i := range p.accs {
 		if a := &p.accs[i]; a.server == winner {
-			if m := a.model(); m.Has != 0 {
+			if m := a.model(&p.page.Rejected); m.Has != 0 {
 				p.page.Models = append(p.page.Models, m)
 			}
 		}
@@ -310,8 +509,9 @@ func (p *Parser) anySeen(server Server, r role) bool {
 	return false
 }
 
-// model turns an accumulator into the signals it stands for.
-func (a *accum) model() Model {
+// model turns an accumulator into the signals it stands for, counting a
+// refused derived batch fill in rejected.
+func (a *accum) model(rejected *[NumRejects]uint32) Model {
 	m := Model{Name: a.name}
 	set := func(s signals.Signal, v float64) {
 		m.Values[s] = v
@@ -336,8 +536,11 @@ func (a *accum) model() Model {
 	case has(roleFill):
 		set(signals.BatchFill, a.vals[roleFill])
 	case has(roleBatch) && has(roleBatchMax) && a.vals[roleBatchMax] > 0:
-		if f := a.vals[roleBatch] / a.vals[roleBatchMax]; !math.IsNaN(f) && !math.IsInf(f, 0) {
+		f := a.vals[roleBatch] / a.vals[roleBatchMax]
+		if r, ok := check(roleFill, f); ok {
 			set(signals.BatchFill, f)
+		} else {
+			rejected[r]++
 		}
 	}
 	return m

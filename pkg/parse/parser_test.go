@@ -171,16 +171,16 @@ func TestParseSmallPages(t *testing.T) {
 			Page{Server: VLLMV1, Models: []Model{m("x,}y", sB, 5.0)}}},
 		{"NaN KV is absent and blocks the fallback",
 			"vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} NaN\nvllm:gpu_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\nvllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 1\n",
-			Page{Server: VLLMV1, Models: []Model{m("m", sQ, 1.0)}}},
+			Page{Server: VLLMV1, Models: []Model{m("m", sQ, 1.0)}, Rejected: rej(RejectNonFinite, 1)}},
 		{"NaN on one engine, value on another",
 			"vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} NaN\nvllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"} 0.25\n",
-			Page{Server: VLLMV1, Models: []Model{m("m", sKV, 0.25)}}},
+			Page{Server: VLLMV1, Models: []Model{m("m", sKV, 0.25)}, Rejected: rej(RejectNonFinite, 1)}},
 		{"Inf values are absent",
 			"tgi_queue_size +Inf\ntgi_batch_current_size -Inf\n",
-			Page{Server: TGI}},
+			Page{Server: TGI, Rejected: rej(RejectNonFinite, 2)}},
 		{"out-of-range number is Inf, absent",
 			"tgi_queue_size 1e999\ntgi_batch_current_size 2\n",
-			Page{Server: TGI, Models: []Model{m("", sB, 2.0)}}},
+			Page{Server: TGI, Models: []Model{m("", sB, 2.0)}, Rejected: rej(RejectNonFinite, 1)}},
 		{"timestamps",
 			"tgi_queue_size 3 1700000000000\ntgi_batch_current_size 4\t1700000000000\n",
 			Page{Server: TGI, Models: []Model{m("", sQ, 3.0, sB, 4.0)}}},
@@ -361,11 +361,17 @@ func TestParserReuse(t *testing.T) {
 	}
 }
 
+// rej is a Page.Rejected with n refusals for reason r.
+func rej(r Reject, n uint32) (out [NumRejects]uint32) {
+	out[r] = n
+	return out
+}
+
 // diffPage compares pages, with no Models equal to empty Models.
 func diffPage(want, got Page) string { return cmp.Diff(want, got, cmpopts.EquateEmpty()) }
 
 func clonePage(p *Page) Page {
-	return Page{Server: p.Server, Models: append([]Model{}, p.Models...)}
+	return Page{Server: p.Server, Models: append([]Model{}, p.Models...), Rejected: p.Rejected}
 }
 
 // Steady state is allocation-free on every fixture (the goal is the V1 page).

@@ -54,8 +54,8 @@ type dialect struct {
 	series     []series
 }
 
-// dialects lists the wanted series of each built-in server (DESIGN.md,
-// "Signals"). Series sharing a name must be adjacent.
+// dialects lists the wanted series of each built-in server (the table in
+// docs/parser.md). Series sharing a name must be adjacent.
 var dialects = [...]dialect{
 	Unknown: {},
 	VLLMV1: {modelLabel: "model_name", series: []series{
