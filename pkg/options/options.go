@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/serverconfig"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
 // Options are the adapter's settings, as set by flags.
@@ -47,6 +49,15 @@ type Options struct {
 	// FirstScrapeConcurrency is the size of the on-demand scrape pool.
 	FirstScrapeConcurrency int
 
+	// MaxSelectorsPerNamespace and MaxSelectors bound demand: the selectors
+	// (and pods by name) asked about, per namespace and in total.
+	MaxSelectorsPerNamespace int
+	MaxSelectors             int
+
+	// namespaceFile holds the adapter's own namespace in a pod; read when
+	// POD_NAMESPACE is not set and --gpu-agent-namespace is empty.
+	namespaceFile string
+
 	// servers is the --server-config file as loaded by Validate.
 	servers *parse.Servers
 }
@@ -68,6 +79,10 @@ func NewOptions() *Options {
 		// the chart's 512Mi memory limit.
 		FirstScrapeConcurrency: 4,
 
+		MaxSelectorsPerNamespace: targets.DefaultMaxSelectorsPerNamespace,
+		MaxSelectors:             targets.DefaultMaxSelectors,
+		namespaceFile:            serviceAccountNamespaceFile,
+
 		ShutdownDelay: 10 * time.Second,
 	}
 }
@@ -86,7 +101,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
 	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
-	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods. Empty means any watched namespace. With --namespaces, this namespace is watched too.")
+	fs.IntVar(&o.MaxSelectorsPerNamespace, "max-selectors-per-namespace", o.MaxSelectorsPerNamespace, "Most label selectors (and pods asked about by name) kept as demand per namespace; past it the least recently asked goes.")
+	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes.")
+	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods: only DaemonSet pods there are trusted as agents. Empty means the adapter's own namespace (env POD_NAMESPACE, else the service account's namespace file). With --namespaces, this namespace is watched too.")
 	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
@@ -138,6 +155,15 @@ func (o *Options) Validate() error {
 	if _, err := labels.Parse(o.GPUAgentSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--gpu-agent-selector: %w", err))
 	}
+	if o.MaxSelectorsPerNamespace < 1 {
+		errs = append(errs, fmt.Errorf("--max-selectors-per-namespace must be at least 1, got %d", o.MaxSelectorsPerNamespace))
+	}
+	if o.MaxSelectors < o.MaxSelectorsPerNamespace {
+		errs = append(errs, fmt.Errorf("--max-selectors (%d) must be at least --max-selectors-per-namespace (%d)", o.MaxSelectors, o.MaxSelectorsPerNamespace))
+	}
+	if err := o.resolveAgentNamespace(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.Adapter.RemoteKubeConfigFile != "" && o.Kubeconfig != "" && o.Adapter.RemoteKubeConfigFile != o.Kubeconfig {
 		errs = append(errs, fmt.Errorf("--kubeconfig and --lister-kubeconfig name different files; set one"))
 	}
@@ -174,6 +200,9 @@ func (o *Options) validateMemoryBudget(limit int64) error {
 func (o *Options) Config() (*server.Config, error) {
 	if o.Kubeconfig != "" {
 		o.Adapter.RemoteKubeConfigFile = o.Kubeconfig
+	}
+	if err := o.resolveAgentNamespace(); err != nil { // Validate was not called
+		return nil, err
 	}
 	var agentSel labels.Selector
 	if o.GPUAgentSelector != "" {
@@ -215,5 +244,34 @@ func (o *Options) Config() (*server.Config, error) {
 		GPUAgentNamespace:  o.GPUAgentNamespace,
 		EnableExternal:     o.EnableExternal,
 		ShutdownDelay:      o.ShutdownDelay,
+
+		MaxSelectorsPerNamespace: o.MaxSelectorsPerNamespace,
+		MaxSelectors:             o.MaxSelectors,
 	}, nil
+}
+
+// serviceAccountNamespaceFile holds the pod's namespace in every pod that
+// mounts a service account token.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// resolveAgentNamespace defaults --gpu-agent-namespace to the adapter's own
+// namespace when GPU metrics are on: agents are trusted only in one
+// namespace, never in any.
+func (o *Options) resolveAgentNamespace() error {
+	if o.GPUAgentSelector == "" || o.GPUAgentNamespace != "" {
+		return nil
+	}
+	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+		o.GPUAgentNamespace = ns
+		return nil
+	}
+	b, err := os.ReadFile(o.namespaceFile)
+	if err == nil && strings.TrimSpace(string(b)) != "" {
+		o.GPUAgentNamespace = strings.TrimSpace(string(b))
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("%s is empty", o.namespaceFile)
+	}
+	return fmt.Errorf("--gpu-agent-namespace is empty and the adapter's own namespace is unknown (no POD_NAMESPACE, %w): set --gpu-agent-namespace to the gpu-agents' namespace, or --gpu-agent-selector= to disable GPU metrics", err)
 }

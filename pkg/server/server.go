@@ -36,9 +36,15 @@ type Config struct {
 	Namespaces         []string
 	DemandTTL          time.Duration
 	FirstScrapeTimeout time.Duration
-	GPUAgentSelector   labels.Selector
-	GPUAgentNamespace  string
-	EnableExternal     bool
+	// MaxSelectorsPerNamespace and MaxSelectors bound demand (selectors and
+	// pods asked about) per namespace and in total.
+	MaxSelectorsPerNamespace int
+	MaxSelectors             int
+	GPUAgentSelector         labels.Selector
+	// GPUAgentNamespace is the namespace whose DaemonSet pods matching
+	// GPUAgentSelector are trusted as gpu-agents.
+	GPUAgentNamespace string
+	EnableExternal    bool
 	// ShutdownDelay is how long the API server keeps serving after SIGTERM
 	// with /readyz failing, before it closes its port.
 	ShutdownDelay time.Duration
@@ -82,15 +88,20 @@ func Run(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("setting up the scraper: %w", err)
 	}
 	setter := &countingSetter{next: scraper}
-	scraper.SetAgentSink(st)
-	tracker := targets.New(targets.Config{
-		DemandTTL:          cfg.DemandTTL,
-		FirstScrapeTimeout: cfg.FirstScrapeTimeout,
-		Resync:             time.Second,
-		AgentSelector:      cfg.GPUAgentSelector,
-		AgentNamespace:     cfg.GPUAgentNamespace,
-		Servers:            cfg.Scrape.Servers,
-	}, w.pods, setter, scraper, st, st, clk)
+	trackerCfg := targets.Config{
+		DemandTTL:                cfg.DemandTTL,
+		FirstScrapeTimeout:       cfg.FirstScrapeTimeout,
+		MaxSelectorsPerNamespace: cfg.MaxSelectorsPerNamespace,
+		MaxSelectors:             cfg.MaxSelectors,
+		Resync:                   time.Second,
+		AgentSelector:            cfg.GPUAgentSelector,
+		AgentNamespace:           cfg.GPUAgentNamespace,
+		Servers:                  cfg.Scrape.Servers,
+	}
+	// Agents' pages reach the store only through the gate: an agent speaks
+	// for the pods of its own node, and only while it is a trusted agent.
+	scraper.SetAgentSink(targets.NewAgentGate(trackerCfg.AgentTrust(), w.pods, st, reg))
+	tracker := targets.New(trackerCfg, w.pods, setter, scraper, st, st, clk)
 	for _, inf := range w.podInformers {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(interface{}) { tracker.Poke() },
