@@ -5,7 +5,8 @@
 # manifests/inference-metrics-adapter.yaml is the chart with its default values
 # except tls.type=cert-manager: the chart's own certificates are random per
 # render, and a private key checked into the repository would be shared by
-# every install. manifests/gpu-agent.yaml is the gpu-agent DaemonSet alone.
+# every install. manifests/gpu-agent.yaml is the gpu-agent DaemonSet and its
+# NetworkPolicy (only the adapter's pods reach the agent).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=hack/lib.sh
@@ -40,9 +41,10 @@ NS
 } > "$out/inference-metrics-adapter.yaml"
 
 {
-  header "The gpu-agent DaemonSet for GPU nodes (NVIDIA container runtime as runtimeClassName nvidia). Apply after inference-metrics-adapter.yaml."
+  header "The gpu-agent DaemonSet for GPU nodes (NVIDIA container runtime as runtimeClassName nvidia) and its NetworkPolicy. Apply after inference-metrics-adapter.yaml, in its namespace: the adapter trusts only agents there."
   "$helm" template "$release" "$chart" --namespace "$namespace" --kube-version "$kube_version" \
     --set gpuAgent.enabled=true --set gpuAgent.runtimeClassName=nvidia \
-    --show-only templates/gpu-agent-daemonset.yaml
+    --show-only templates/gpu-agent-daemonset.yaml \
+    --show-only templates/gpu-agent-networkpolicy.yaml
 } > "$out/gpu-agent.yaml"
 echo "rendered $out/inference-metrics-adapter.yaml $out/gpu-agent.yaml" >&2

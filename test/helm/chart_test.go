@@ -404,6 +404,9 @@ func checkGPUAgent(t *testing.T, ci string, objs []object) {
 		if len(ds) != 0 {
 			t.Errorf("%d DaemonSets without gpuAgent.enabled", len(ds))
 		}
+		if n := len(byKind(objs, "NetworkPolicy")); n != 0 {
+			t.Errorf("%d NetworkPolicies without gpuAgent.enabled", n)
+		}
 		return
 	}
 	if len(ds) != 1 {
@@ -451,6 +454,7 @@ func TestTemplateErrors(t *testing.T) {
 		{"existing secret without CA", []string{"--set", "tls.type=existingSecret", "--set", "tls.existingSecret.name=mine"}, "set apiService.caBundle"},
 		{"duration without unit", []string{"--set", "adapter.scrapeInterval=5"}, "scrapeInterval"},
 		{"unknown value", []string{"--set", "adapter.scrapeIntervall=5s"}, "scrapeIntervall"},
+		{"grace period too short", []string{"--set", "terminationGracePeriodSeconds=15"}, "terminationGracePeriodSeconds (15) must exceed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -462,5 +466,287 @@ func TestTemplateErrors(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// deployment returns the adapter's Deployment and its container.
+func deployment(t *testing.T, objs []object) (pod, container map[string]any) {
+	t.Helper()
+	deps := byKind(objs, "Deployment")
+	if len(deps) != 1 {
+		t.Fatalf("%d Deployments, want 1", len(deps))
+	}
+	pod, _ = get(deps[0], "spec", "template", "spec").(map[string]any)
+	container, _ = list(pod["containers"])[0].(map[string]any)
+	return pod, container
+}
+
+// envSource returns the valueFrom of the container's variable name.
+func envSource(c map[string]any, name string) map[string]any {
+	for _, e := range list(c["env"]) {
+		m, _ := e.(map[string]any)
+		if m["name"] == name {
+			v, _ := m["valueFrom"].(map[string]any)
+			return v
+		}
+	}
+	return nil
+}
+
+func hasArg(c map[string]any, arg string) bool {
+	for _, a := range list(c["args"]) {
+		if a == arg {
+			return true
+		}
+	}
+	return false
+}
+
+// Defect 1: with the default values (no chart agent) the adapter trusted
+// agent-labelled pods in any namespace. The chart now always names the
+// release's namespace and gives the pod its namespace.
+func TestDefect1_AgentNamespaceAlwaysSet(t *testing.T) {
+	helm := helmBinary(t)
+	for _, ci := range append([]string{""}, ciValues(t)...) {
+		t.Run("ci="+ci, func(t *testing.T) {
+			out, err := render(t, helm, ci)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, c := deployment(t, decode(t, out))
+			if !hasArg(c, "--gpu-agent-namespace="+namespace) {
+				t.Errorf("adapter args lack --gpu-agent-namespace=%s: %v", namespace, c["args"])
+			}
+			if got := str(envSource(c, "POD_NAMESPACE"), "fieldRef", "fieldPath"); got != "metadata.namespace" {
+				t.Errorf("POD_NAMESPACE from %q, want the downward API's metadata.namespace", got)
+			}
+		})
+	}
+}
+
+// Defect 2: the adapter knew nothing of its container's memory limit. The
+// chart passes it (MEMORY_LIMIT_BYTES) for GOMEMLIMIT and the budget check.
+func TestDefect2_MemoryLimitPassed(t *testing.T) {
+	helm := helmBinary(t)
+	out, err := render(t, helm, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c := deployment(t, decode(t, out))
+	src := envSource(c, "MEMORY_LIMIT_BYTES")
+	if str(src, "resourceFieldRef", "resource") != "limits.memory" || str(src, "resourceFieldRef", "containerName") != "adapter" {
+		t.Errorf("MEMORY_LIMIT_BYTES from %v, want the adapter container's limits.memory", src)
+	}
+	if got := str(c, "resources", "limits", "memory"); got != "512Mi" {
+		t.Errorf("memory limit %q; the documented budget assumes 512Mi", got)
+	}
+}
+
+// Defect 8: with adapter.namespaces set the chart still granted reading
+// pods and workloads cluster-wide. It now grants them by Roles in those
+// namespaces and the release's; what the API server library needs stays
+// cluster-wide (auth delegation) or in kube-system.
+func TestDefect8_RBACScopedToNamespaces(t *testing.T) {
+	helm := helmBinary(t)
+	tests := []struct {
+		name           string
+		args           []string
+		wantClusterGet bool
+		wantRoles      []string // namespaces
+	}{
+		{"all namespaces", nil, true, nil},
+		{"listed namespaces", []string{"--set", "adapter.namespaces={team-a,team-b}"}, false, []string{"team-a", "team-b", namespace}},
+		{"release namespace listed", []string{"--set", "adapter.namespaces={team-a," + namespace + "}"}, false, []string{"team-a", namespace}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := render(t, helm, "", tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decode(t, out)
+			checkRBACDelegation(t, objs)
+			readsWorkloads := func(o object) bool {
+				for _, r := range list(o["rules"]) {
+					if strings.Contains(fmt.Sprint(r.(map[string]any)["resources"]), "pods") {
+						return true
+					}
+				}
+				return false
+			}
+			clusterGet := false
+			for _, r := range byKind(objs, "ClusterRole") {
+				clusterGet = clusterGet || readsWorkloads(r)
+			}
+			if clusterGet != tt.wantClusterGet {
+				t.Errorf("a ClusterRole reads pods: %v, want %v", clusterGet, tt.wantClusterGet)
+			}
+			var roles, bindings []string
+			for _, r := range byKind(objs, "Role") {
+				if readsWorkloads(r) {
+					roles = append(roles, str(r, "metadata", "namespace"))
+					rules := fmt.Sprint(r["rules"])
+					for _, want := range []string{"pods", "deployments", "statefulsets"} {
+						if !strings.Contains(rules, want) {
+							t.Errorf("Role in %s does not read %s: %s", str(r, "metadata", "namespace"), want, rules)
+						}
+					}
+				}
+			}
+			for _, b := range byKind(objs, "RoleBinding") {
+				if str(b, "roleRef", "kind") == "Role" && str(b, "roleRef", "name") == release {
+					bindings = append(bindings, str(b, "metadata", "namespace"))
+				}
+			}
+			if diff := cmp.Diff(tt.wantRoles, roles); diff != "" {
+				t.Errorf("namespaces of the reading Roles (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantRoles, bindings); diff != "" {
+				t.Errorf("namespaces of their RoleBindings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// checkRBACDelegation: the bindings the aggregated API server library needs
+// in every mode.
+func checkRBACDelegation(t *testing.T, objs []object) {
+	t.Helper()
+	refs := map[string]bool{}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		for _, b := range byKind(objs, kind) {
+			refs[kind+"/"+str(b, "metadata", "namespace")+"/"+str(b, "roleRef", "name")] = true
+		}
+	}
+	for _, want := range []string{
+		"ClusterRoleBinding//system:auth-delegator",
+		"RoleBinding/kube-system/extension-apiserver-authentication-reader",
+	} {
+		if !refs[want] {
+			t.Errorf("no binding %s; have %v", want, refs)
+		}
+	}
+}
+
+// Defect 8: a rolling update closed the adapter's port while kube-apiserver
+// still sent it requests. The chart now sleeps in preStop, passes
+// --shutdown-delay, and gives the pod a grace period above both.
+func TestDefect8_GracefulShutdown(t *testing.T) {
+	helm := helmBinary(t)
+	tests := []struct {
+		name        string
+		kubeVersion string
+		wantPreStop bool
+	}{
+		{"Kubernetes " + kubeVersion, kubeVersion, true},
+		{"Kubernetes 1.29 has no sleep action", "1.29.0", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := runHelm(t, helm, "template", release, chartDir, "--namespace", namespace, "--kube-version", tt.kubeVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod, c := deployment(t, decode(t, out))
+			if !hasArg(c, "--shutdown-delay=10s") {
+				t.Errorf("adapter args lack --shutdown-delay=10s: %v", c["args"])
+			}
+			sleep, _ := get(c, "lifecycle", "preStop", "sleep", "seconds").(float64)
+			if (sleep > 0) != tt.wantPreStop {
+				t.Errorf("preStop sleep %v, want one: %v", sleep, tt.wantPreStop)
+			}
+			grace, _ := pod["terminationGracePeriodSeconds"].(float64)
+			if grace <= sleep+10 {
+				t.Errorf("terminationGracePeriodSeconds %v does not exceed preStop %v + shutdown delay 10", grace, sleep)
+			}
+		})
+	}
+}
+
+// Defect 9: the gpu-agent ran with a read-write hostPath and its port open
+// to every pod. Now: least privilege, the pod-resources mount read-only, and
+// a NetworkPolicy that admits only the adapter's pods to the agent's port.
+func TestDefect9_GPUAgentLeastPrivilege(t *testing.T) {
+	helm := helmBinary(t)
+	out, err := render(t, helm, "gpu-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decode(t, out)
+	ds := byKind(objs, "DaemonSet")
+	if len(ds) != 1 {
+		t.Fatalf("%d DaemonSets, want the gpu-agent", len(ds))
+	}
+	pod, _ := get(ds[0], "spec", "template", "spec").(map[string]any)
+	c, _ := list(pod["containers"])[0].(map[string]any)
+	sc, _ := c["securityContext"].(map[string]any)
+	if sc["allowPrivilegeEscalation"] != false || sc["readOnlyRootFilesystem"] != true || sc["privileged"] != false {
+		t.Errorf("gpu-agent securityContext %v: want no privilege escalation, a read-only root, not privileged", sc)
+	}
+	if drop := list(get(sc, "capabilities", "drop")); len(drop) != 1 || drop[0] != "ALL" {
+		t.Errorf("gpu-agent capabilities drop %v, want [ALL]", drop)
+	}
+	if add := get(sc, "capabilities", "add"); add != nil {
+		t.Errorf("gpu-agent adds capabilities %v", add)
+	}
+	if str(sc, "seccompProfile", "type") != "RuntimeDefault" || str(pod, "securityContext", "seccompProfile", "type") != "RuntimeDefault" {
+		t.Errorf("gpu-agent seccomp: container %v, pod %v; want RuntimeDefault", sc["seccompProfile"], get(pod, "securityContext", "seccompProfile"))
+	}
+	for _, k := range []string{"hostNetwork", "hostPID", "hostIPC"} {
+		if pod[k] == true {
+			t.Errorf("gpu-agent pod sets %s", k)
+		}
+	}
+	if pod["automountServiceAccountToken"] != false {
+		t.Error("gpu-agent mounts a service account token it does not use")
+	}
+	for _, m := range list(c["volumeMounts"]) {
+		mm, _ := m.(map[string]any)
+		if mm["readOnly"] != true {
+			t.Errorf("gpu-agent mount %v is not read-only", mm)
+		}
+	}
+	if !hasArg(c, "--max-connections=16") {
+		t.Errorf("gpu-agent args lack --max-connections=16: %v", c["args"])
+	}
+
+	nps := byKind(objs, "NetworkPolicy")
+	if len(nps) != 1 {
+		t.Fatalf("%d NetworkPolicies, want the gpu-agent's", len(nps))
+	}
+	np := nps[0]
+	if got := str(np, "spec", "podSelector", "matchLabels", "app.kubernetes.io/name"); got != agentName {
+		t.Errorf("NetworkPolicy selects %q, want the agent's pods", got)
+	}
+	if types := fmt.Sprint(get(np, "spec", "policyTypes")); types != "[Ingress]" {
+		t.Errorf("policyTypes %s, want [Ingress]", types)
+	}
+	ingress := list(get(np, "spec", "ingress"))
+	if len(ingress) != 1 {
+		t.Fatalf("%d ingress rules, want 1", len(ingress))
+	}
+	rule, _ := ingress[0].(map[string]any)
+	from := list(rule["from"])
+	if len(from) != 1 {
+		t.Fatalf("ingress from %v, want the adapter's pods only", from)
+	}
+	peer, _ := from[0].(map[string]any)
+	if peer["namespaceSelector"] != nil || peer["ipBlock"] != nil {
+		t.Errorf("ingress peer %v reaches beyond the release's namespace", peer)
+	}
+	if diff := cmp.Diff(map[string]any{"app.kubernetes.io/name": release, "app.kubernetes.io/instance": release}, get(peer, "podSelector", "matchLabels")); diff != "" {
+		t.Errorf("ingress peer is not the adapter's pods (-want +got):\n%s", diff)
+	}
+	ports := list(rule["ports"])
+	if len(ports) != 1 || get(ports[0].(map[string]any), "port") != float64(9410) {
+		t.Errorf("ingress ports %v, want the agent's 9410 only", ports)
+	}
+
+	out, err = render(t, helm, "gpu-agent", "--set", "gpuAgent.networkPolicy.enabled=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(byKind(decode(t, out), "NetworkPolicy")); n != 0 {
+		t.Errorf("%d NetworkPolicies with gpuAgent.networkPolicy.enabled=false", n)
 	}
 }
