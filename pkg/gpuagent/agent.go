@@ -3,7 +3,8 @@
 // kubelet which pod holds which GPU (through pkg/podresources), and keeps the
 // joined result as the snapshot the page is rendered from. The page contract
 // (metric names and labels) is documented in docs/gpu-agent.md and parsed by
-// pkg/agentpage.
+// pkg/agentpage. NewServer and LimitListener bound what one HTTP client can
+// hold: time limits, header size, and connections served at once.
 package gpuagent
 
 import (
