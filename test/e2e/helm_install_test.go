@@ -357,6 +357,7 @@ func (in *install) startAdapter(t *testing.T, name string) {
 		"--authentication-kubeconfig="+kubeconfig,
 		"--authorization-kubeconfig="+kubeconfig,
 		"--scrape-interval=1s", "--scrape-timeout=800ms", "--max-age=5s", "--v=2",
+		"--shutdown-delay=0s", // the chart's delay is for Service endpoints, which this process has none of
 	)
 	p, err := framework.StartProcess(name, in.h.cp.LogDir, in.h.adapterBin, args, nil)
 	if err != nil {

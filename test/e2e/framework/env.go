@@ -42,7 +42,9 @@ const (
 func AdapterArgs() []string {
 	return []string{"--scrape-interval=1s", "--scrape-timeout=800ms", "--max-age=5s", "--v=2",
 		// The gpu-agent DaemonSet's namespace: the only one whose agents are believed.
-		"--gpu-agent-namespace=" + AdapterNamespace}
+		"--gpu-agent-namespace=" + AdapterNamespace,
+		// Nothing is behind a load balancer here: stop at once.
+		"--shutdown-delay=0s"}
 }
 
 // Environment is everything the suite runs against.
