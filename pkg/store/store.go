@@ -18,6 +18,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -80,9 +81,10 @@ type servingEntry struct {
 	err      string    // its error, cut to MaxErrorLen; "" when it succeeded
 	canceled bool      // the latest attempt was canceled: any real outcome replaces it
 
-	goodAt time.Time // start of the latest good scrape; zero if none
-	server parse.Server
-	models []parse.Model
+	goodAt   time.Time // start of the latest good scrape; zero if none
+	server   parse.Server
+	models   []parse.Model
+	rejected [parse.NumRejects]uint32 // values the good page had refused, by reason
 }
 
 // failed reports whether the latest attempt failed.
@@ -180,6 +182,7 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 		sv.goodAt = at
 		sv.server = page.Server
 		sv.models = append(sv.models[:0], page.Models...)
+		sv.rejected = page.Rejected
 	}
 }
 
@@ -298,6 +301,7 @@ func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMat
 		if matched == 0 && match != nil {
 			detail = fmt.Sprintf("page (%s) has no model matching the metric selector", sv.server)
 		}
+		detail += refusedDetail(&sv.rejected)
 		return Sample{Time: sv.goodAt, Status: Absent, Detail: detail}
 	}
 	return Sample{Value: v, Time: sv.goodAt, Status: OK}
@@ -341,4 +345,20 @@ func (s *Store) GPUCount(pod types.NamespacedName) (int, bool) {
 		return 0, false
 	}
 	return e.gpu.gpu.GPUs, true
+}
+
+// refusedDetail says which values the page had refused (out of range or not
+// finite), so that a 404 about an absent series does not hide that the page
+// did carry one; "" when none was refused.
+func refusedDetail(rejected *[parse.NumRejects]uint32) string {
+	var parts []string
+	for r, n := range rejected {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, parse.Reject(r)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; the page's values refused as out of range: " + strings.Join(parts, ", ")
 }

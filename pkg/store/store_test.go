@@ -258,3 +258,30 @@ inference_metrics_adapter_pods{status="stale"} 1
 		t.Fatal(err)
 	}
 }
+
+// TestAbsentSaysValuesWereRefused: a series whose values the parser refused
+// (out of range) is absent, and the 404's detail says the page carried
+// refused values, so that "no series" does not mislead.
+func TestAbsentSaysValuesWereRefused(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
+	cases := []struct {
+		name     string
+		rejected [parse.NumRejects]uint32
+		want     string
+	}{
+		{name: "none refused", want: "page (unknown) has no series for inference_batch_size"},
+		{name: "negative and above one", rejected: [parse.NumRejects]uint32{parse.RejectNegative: 1, parse.RejectAboveOne: 2},
+			want: "page (unknown) has no series for inference_batch_size; the page's values refused as out of range: 1 negative, 2 above_one"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}, Rejected: tc.rejected}, nil)
+			got := s.Get(pod, signals.BatchSize, nil, t0, 15*time.Second)
+			if got.Status != Absent || got.Detail != tc.want {
+				t.Errorf("Get = %v %q, want %v %q", got.Status, got.Detail, Absent, tc.want)
+			}
+		})
+	}
+}
