@@ -53,6 +53,7 @@ verify: ## gofmt, go vet, go mod tidy clean, generated files current
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^test/tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(PROGRESS) "go vet" $(GO) vet ./...
 	@$(MAKE) --no-print-directory tidy-check
+	@echo "verify: manifests/ against the chart (the first run builds helm and the control plane, cached: minutes)"
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi
 
 demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue size

@@ -10,6 +10,7 @@ find_helm() {
   fi
   local root bin
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-  bin="$("$root/test/tools/build.sh" | tail -n1)"
+  # The first build takes minutes: it says so, and prints progress, on stderr.
+  bin="$("$root/hack/with-progress.sh" tools "$root/test/tools/build.sh" | tail -n1)"
   echo "$bin/helm"
 }

@@ -5,7 +5,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-"$root/hack/render-manifests.sh" "$tmp" 2>/dev/null
+# stderr passes through: on a fresh machine rendering first builds helm (and
+# the rest of the test tools, cached), which takes minutes and says so.
+"$root/hack/render-manifests.sh" "$tmp"
 status=0
 for f in inference-metrics-adapter.yaml gpu-agent.yaml; do
   if ! diff -u "$root/manifests/$f" "$tmp/$f" >"$tmp/$f.diff"; then
