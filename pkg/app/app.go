@@ -1,32 +1,45 @@
-// Package app is the adapter's command: flags, then options.Validate, then
-// options.Config, then server.Run until SIGTERM or SIGINT; and its contrast
-// subcommand, which prints GPU activity next to the serving signals.
+// Package app is the adapter's command: flags, then options.Complete and
+// options.Validate, then the logging configuration, then options.Config, then
+// server.Run until SIGTERM or SIGINT; and its contrast subcommand, which
+// prints GPU activity next to the serving signals.
 package app
 
 import (
 	"context"
-	goflag "flag"
+	"errors"
 	"fmt"
 	"io"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/options"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
 )
 
-// NewFlagSet returns the adapter's flags bound to o, including klog's.
-func NewFlagSet(o *options.Options) *pflag.FlagSet {
+// usage heads --help, above the flags printed section by section.
+const usage = `Usage: inference-metrics-adapter [flags]
+       inference-metrics-adapter contrast -n NAMESPACE -l SELECTOR [flags]
+
+Serves inference servers' queue size, batch size and KV-cache usage through custom.metrics.k8s.io.
+The contrast command shows GPU activity next to those signals, per pod.
+`
+
+// helpColumns is the width --help wraps flag descriptions to: 0, one line
+// per flag whatever the terminal, so that docs/flags.md quotes --help exactly.
+const helpColumns = 0
+
+// newFlagSet returns one set holding all of fss's flags, for parsing.
+func newFlagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("inference-metrics-adapter", pflag.ContinueOnError)
-	fs.SortFlags = true
-	o.AddFlags(fs)
-	gfs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(gfs)
-	fs.AddGoFlagSet(gfs)
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
 	return fs
 }
 
@@ -36,13 +49,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return contrastMain(args[1:], stdout, stderr)
 	}
 	o := options.NewOptions()
-	fs := NewFlagSet(o)
+	fss := o.Flags()
+	fs := newFlagSet(fss)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: inference-metrics-adapter [flags]\n       inference-metrics-adapter contrast -n NAMESPACE -l SELECTOR [flags]\n\nServes inference servers' queue size, batch size and KV-cache usage through custom.metrics.k8s.io.\nThe contrast command shows GPU activity next to those signals, per pod.\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprint(stdout, usage)
+		cliflag.PrintSections(stdout, fss, helpColumns)
 	}
 	if err := fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
+		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(stderr, "error: %v\nRun with --help for usage.\n", err)
@@ -52,13 +67,21 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "error: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	logs.InitLogs()
-	defer logs.FlushLogs()
-	setMemoryLimit()
+	o.Complete(fs)
+	logMemoryLimit := setMemoryLimit()
 	if err := o.Validate(); err != nil {
 		fmt.Fprintf(stderr, "error: invalid flags:\n%v\n", err)
 		return 2
 	}
+	// Logging is configured once per process, after every flag is known to
+	// be valid and before anything logs.
+	if err := logsapi.ValidateAndApply(o.Logging, nil); err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 2
+	}
+	logs.InitLogs()
+	defer logs.FlushLogs()
+	logMemoryLimit()
 	cfg, err := o.Config()
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)

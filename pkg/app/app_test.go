@@ -2,8 +2,12 @@ package app
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"flag"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,6 +60,8 @@ func TestBadFlagsExitWithClearError(t *testing.T) {
 		{[]string{"--scrape-interval=1s", "--scrape-timeout=2s"}, "--scrape-timeout (2s) must not exceed --scrape-interval (1s)"},
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{[]string{"stray"}, "unexpected arguments"},
+		{[]string{"--logging-format=xml"}, "Unsupported log format"},
+		{[]string{"--vmodule=x=2", "--logging-format=json"}, "Only supported for text log format"},
 	}
 	for _, tc := range cases {
 		var stdout, stderr bytes.Buffer
@@ -74,13 +80,123 @@ func TestEveryOwnFlagIsDocumentedInProse(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := options.NewOptions()
-	fs := NewFlagSet(o)
+	fs := newFlagSet(o.Flags())
 	for _, name := range []string{"scrape-interval", "scrape-timeout", "max-age", "max-body-size", "scrape-concurrency", "first-scrape-concurrency", "max-selectors", "max-selectors-per-namespace", "shutdown-delay", "scrape-gzip", "namespaces", "demand-ttl", "first-scrape-timeout", "gpu-agent-selector", "gpu-agent-namespace", "enable-external-metrics", "kubeconfig", "server-config"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s does not exist", name)
 		}
 		if !strings.Contains(string(doc), "| `--"+name+"`") {
 			t.Errorf("docs/flags.md has no table row for --%s", name)
+		}
+	}
+}
+
+// TestEveryProblemListedAtOnce checks that a bad logging flag is reported
+// with the adapter's own bad flags, not alone.
+func TestEveryProblemListedAtOnce(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"--scrape-concurrency=0", "--logging-format=xml", "--gpu-agent-selector="}, &stdout, &stderr); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	for _, want := range []string{"--scrape-concurrency must be at least 1", "Unsupported log format"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q lacks %q", stderr.String(), want)
+		}
+	}
+}
+
+// TestHelpListsSectionsInOrder checks that --help shows the adapter's own
+// flags first, then the API server's, then logging's, each flag once.
+func TestHelpListsSectionsInOrder(t *testing.T) {
+	var out bytes.Buffer
+	if code := Main([]string{"--help"}, &out, &out); code != 0 {
+		t.Fatalf("--help exited %d", code)
+	}
+	help := out.String()
+	sections := []struct{ title, flag string }{
+		{"Adapter flags:", "--scrape-interval"},
+		{"API server secure serving flags:", "--secure-port"},
+		{"API server authentication flags:", "--authentication-kubeconfig"},
+		{"API server authorization flags:", "--authorization-kubeconfig"},
+		{"API server audit flags:", "--audit-policy-file"},
+		{"API server features flags:", "--profiling"},
+		{"API server Kubernetes client flags:", "--lister-kubeconfig"},
+		{"Logging flags:", "--logging-format"},
+	}
+	last := -1
+	for i, s := range sections {
+		at := strings.Index(help, "\n"+s.title+"\n")
+		if at < 0 {
+			t.Fatalf("--help has no section %q:\n%s", s.title, help)
+		}
+		if at < last {
+			t.Errorf("section %q comes before %q", s.title, sections[i-1].title)
+		}
+		last = at
+		end := len(help)
+		if i+1 < len(sections) {
+			if next := strings.Index(help, "\n"+sections[i+1].title+"\n"); next > at {
+				end = next
+			}
+		}
+		if !strings.Contains(help[at:end], "\n      "+s.flag) {
+			t.Errorf("section %q lacks %s", s.title, s.flag)
+		}
+	}
+	for _, name := range []string{"      --scrape-interval ", "  -v, --v ", "      --secure-port "} {
+		if n := strings.Count(help, "\n"+name); n != 1 {
+			t.Errorf("%q appears %d times in --help, want once", name, n)
+		}
+	}
+}
+
+// runMainEnv makes the test binary run Main with its arguments instead of
+// the tests, so that a test can run the adapter in a process of its own:
+// the logging configuration can be applied only once per process.
+const runMainEnv = "INFERENCE_METRICS_ADAPTER_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestLoggingFormatJSON runs the adapter with --logging-format=json and a
+// kubeconfig that names no file: it logs its start and the failure as JSON
+// objects, one per line, and exits 1.
+func TestLoggingFormatJSON(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "--logging-format=json", "--v=1",
+		"--kubeconfig="+filepath.Join(dir, "missing-kubeconfig"),
+		"--gpu-agent-selector=", "--cert-dir="+dir, "--secure-port=0")
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "GOMEMLIMIT=", "MEMORY_LIMIT_BYTES=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1; stderr:\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	var msgs []string
+	for _, line := range lines {
+		var entry struct {
+			Msg string `json:"msg"`
+			Err string `json:"err"`
+		}
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("log line %q is not a JSON object: %v", line, err)
+		}
+		msgs = append(msgs, entry.Msg)
+	}
+	for _, want := range []string{"Go memory limit", "Adapter stopped"} {
+		found := false
+		for _, m := range msgs {
+			found = found || m == want
+		}
+		if !found {
+			t.Errorf("no JSON log line with msg %q; got %q", want, msgs)
 		}
 	}
 }

@@ -39,11 +39,15 @@ func memoryLimit(gomemlimit, containerLimit string) (int64, string) {
 }
 
 // setMemoryLimit sets the Go memory limit from the environment (see
-// memoryLimit) and logs the limit in force.
-func setMemoryLimit() {
+// memoryLimit) and returns a function that logs the limit in force: the
+// limit must be set before the flags are validated against it, and logged
+// once logging is configured.
+func setMemoryLimit() (logLimit func()) {
 	limit, why := memoryLimit(os.Getenv("GOMEMLIMIT"), os.Getenv(memoryLimitEnv))
 	if limit > 0 {
 		debug.SetMemoryLimit(limit)
 	}
-	klog.InfoS("Go memory limit", "bytes", debug.SetMemoryLimit(-1), "source", why)
+	return func() {
+		klog.InfoS("Go memory limit", "bytes", debug.SetMemoryLimit(-1), "source", why)
+	}
 }

@@ -14,6 +14,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
@@ -28,6 +31,9 @@ type Options struct {
 	// Adapter carries the aggregated API server flags of
 	// custom-metrics-apiserver: secure serving, delegated authn/authz, audit.
 	Adapter *basecmd.AdapterBase
+
+	// Logging is klog's configuration: --logging-format, -v, --vmodule.
+	Logging *logsapi.LoggingConfiguration
 
 	Kubeconfig         string
 	ScrapeInterval     time.Duration
@@ -66,9 +72,10 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		Adapter:            &basecmd.AdapterBase{Name: "inference-metrics-adapter"},
+		Logging:            logsapi.NewLoggingConfiguration(),
 		ScrapeInterval:     5 * time.Second,
-		ScrapeTimeout:      3 * time.Second,
-		MaxAge:             15 * time.Second,
+		ScrapeTimeout:      defaultScrapeTimeout,
+		MaxAge:             defaultMaxAge,
 		MaxBodySize:        4 << 20,
 		ScrapeConcurrency:  32,
 		DemandTTL:          10 * time.Minute,
@@ -87,12 +94,80 @@ func NewOptions() *Options {
 	}
 }
 
-// AddFlags registers the adapter's own flags and the API server's flags on fs.
+// Defaults that other flags can raise or lower when they are not set
+// themselves; see Complete.
+const (
+	defaultScrapeTimeout = 3 * time.Second
+	defaultMaxAge        = 15 * time.Second
+)
+
+// Flags returns every flag bound to o, in the sections --help prints: the
+// adapter's own flags, then the API server's (custom-metrics-apiserver's),
+// then logging. Call it once per Options.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	o.addOwnFlags(fss.FlagSet("adapter"))
+
+	// InstallFlags fills in the API server options and their defaults, and
+	// runs only once per AdapterBase: the adapter's Config would otherwise
+	// run it again later. Its flags land in one set; they are regrouped
+	// below, bound to the same fields.
+	all := pflag.NewFlagSet("apiserver", pflag.ContinueOnError)
+	o.Adapter.FlagSet = all
+	o.Adapter.InstallFlags()
+	server := o.Adapter.CustomMetricsAdapterServerOptions
+	server.SecureServing.AddFlags(fss.FlagSet("API server secure serving"))
+	server.Authentication.AddFlags(fss.FlagSet("API server authentication"))
+	server.Authorization.AddFlags(fss.FlagSet("API server authorization"))
+	server.Audit.AddFlags(fss.FlagSet("API server audit"))
+	server.Features.AddFlags(fss.FlagSet("API server features"))
+	client := fss.FlagSet("API server Kubernetes client")
+	for _, name := range []string{"lister-kubeconfig", "discovery-interval", "client-qps", "client-burst"} {
+		client.AddFlag(all.Lookup(name))
+	}
+
+	logging := fss.FlagSet("logging")
+	logsapi.AddFlags(o.Logging, logging)
+	// Split output streams need the LoggingAlphaOptions feature gate, which
+	// the adapter does not offer: --help does not list them.
+	for _, name := range []string{"log-text-split-stream", "log-text-info-buffer-size", "log-json-split-stream", "log-json-info-buffer-size"} {
+		_ = logging.MarkHidden(name)
+	}
+	return fss
+}
+
+// AddFlags registers all of Flags' sections on fs, for parsing.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fss := o.Flags()
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
+}
+
+// Complete sets the defaults that follow other flags, for the flags fs did
+// not set: as in Prometheus, an unset --scrape-timeout is the default or
+// --scrape-interval, whichever is shorter; an unset --max-age is the default
+// or three scrape intervals, whichever is longer; an unset --max-selectors
+// is at least --max-selectors-per-namespace. A value set explicitly is kept,
+// so that Validate reports a contradiction between two flags the user set.
+func (o *Options) Complete(fs *pflag.FlagSet) {
+	if !fs.Changed("scrape-timeout") && o.ScrapeInterval > 0 {
+		o.ScrapeTimeout = min(defaultScrapeTimeout, o.ScrapeInterval)
+	}
+	if !fs.Changed("max-age") && o.ScrapeInterval > 0 {
+		o.MaxAge = max(defaultMaxAge, 3*o.ScrapeInterval)
+	}
+	if !fs.Changed("max-selectors") {
+		o.MaxSelectors = max(targets.DefaultMaxSelectors, o.MaxSelectorsPerNamespace)
+	}
+}
+
+// addOwnFlags registers the adapter's own flags on fs.
+func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig for reading pods and workloads. Empty means in-cluster configuration. Same as --lister-kubeconfig.")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often each target pod's /metrics page is scraped.")
-	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Time limit for one scrape of one pod. Must not exceed --scrape-interval.")
-	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "A pod whose last good scrape is older than this is left out of answers. Must be at least --scrape-interval.")
+	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Time limit for one scrape of one pod. Unset, it is 3s or --scrape-interval, whichever is shorter; set, it must not exceed --scrape-interval.")
+	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "A pod whose last good scrape is older than this is left out of answers. Unset, it is 15s or three --scrape-interval, whichever is longer; set, it must be at least --scrape-interval.")
 	fs.Int64Var(&o.MaxBodySize, "max-body-size", o.MaxBodySize, "Largest /metrics page accepted, in bytes (after decompression). Larger pages fail with reason body_too_large.")
 	fs.BoolVar(&o.ScrapeGzip, "scrape-gzip", o.ScrapeGzip, "Ask model servers for gzip-compressed pages. Off by default: on-the-fly compression costs the model server CPU on every scrape. Gzip bodies sent unasked are read either way.")
 	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most background scrapes in flight at once, over all targets. Worst-case page memory is (scrape-concurrency + first-scrape-concurrency) x max-body-size.")
@@ -102,13 +177,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
 	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
 	fs.IntVar(&o.MaxSelectorsPerNamespace, "max-selectors-per-namespace", o.MaxSelectorsPerNamespace, "Most label selectors (and pods asked about by name) kept as demand per namespace; past it the least recently asked goes.")
-	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes.")
+	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes. Unset, it is at least --max-selectors-per-namespace.")
 	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods: only DaemonSet pods there are trusted as agents. Empty means the adapter's own namespace (env POD_NAMESPACE, else the service account's namespace file). With --namespaces, this namespace is watched too.")
 	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
-	o.Adapter.FlagSet = fs
-	o.Adapter.InstallFlags()
 }
 
 // Validate reports every invalid or contradictory setting at once.
@@ -177,6 +250,9 @@ func (o *Options) Validate() error {
 	}
 	if errList := o.Adapter.CustomMetricsAdapterServerOptions.Validate(); len(errList) > 0 {
 		errs = append(errs, errList...)
+	}
+	if errList := logsapi.Validate(o.Logging, nil, nil); len(errList) > 0 {
+		errs = append(errs, errList.ToAggregate().Errors()...)
 	}
 	return errors.Join(errs...)
 }

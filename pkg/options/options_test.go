@@ -200,3 +200,53 @@ func TestDefect2_MemoryBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestDefect_ScrapeIntervalAloneRefused: a default that depends on another
+// flag follows the flag the user set (--scrape-interval=1s alone used to be
+// refused because the default 3s timeout exceeded it); only flags the user
+// set that contradict each other are errors.
+func TestDefect_ScrapeIntervalAloneRefused(t *testing.T) {
+	cases := []struct {
+		name             string
+		args             []string
+		wantTimeout      time.Duration
+		wantMaxAge       time.Duration
+		wantMaxSelectors int
+		wantErr          string // substring; empty means valid
+	}{
+		{name: "defaults", wantTimeout: 3 * time.Second, wantMaxAge: 15 * time.Second, wantMaxSelectors: 2048},
+		{name: "short interval alone", args: []string{"--scrape-interval=1s"}, wantTimeout: time.Second, wantMaxAge: 15 * time.Second, wantMaxSelectors: 2048},
+		{name: "long interval alone", args: []string{"--scrape-interval=10s"}, wantTimeout: 3 * time.Second, wantMaxAge: 30 * time.Second, wantMaxSelectors: 2048},
+		{name: "minute interval alone", args: []string{"--scrape-interval=1m"}, wantTimeout: 3 * time.Second, wantMaxAge: 3 * time.Minute, wantMaxSelectors: 2048},
+		{name: "timeout set is kept", args: []string{"--scrape-interval=1s", "--scrape-timeout=500ms"}, wantTimeout: 500 * time.Millisecond, wantMaxAge: 15 * time.Second, wantMaxSelectors: 2048},
+		{name: "max age set is kept", args: []string{"--scrape-interval=10s", "--max-age=12s"}, wantTimeout: 3 * time.Second, wantMaxAge: 12 * time.Second, wantMaxSelectors: 2048},
+		{name: "per-namespace cap alone raises the total", args: []string{"--max-selectors-per-namespace=4096"}, wantTimeout: 3 * time.Second, wantMaxAge: 15 * time.Second, wantMaxSelectors: 4096},
+		{name: "timeout set above interval", args: []string{"--scrape-interval=1s", "--scrape-timeout=2s"}, wantTimeout: 2 * time.Second, wantMaxAge: 15 * time.Second, wantMaxSelectors: 2048, wantErr: "--scrape-timeout (2s) must not exceed --scrape-interval (1s)"},
+		{name: "timeout set above default interval", args: []string{"--scrape-timeout=6s"}, wantTimeout: 6 * time.Second, wantMaxAge: 15 * time.Second, wantMaxSelectors: 2048, wantErr: "--scrape-timeout (6s) must not exceed --scrape-interval (5s)"},
+		{name: "max age set below interval", args: []string{"--scrape-interval=10s", "--max-age=5s"}, wantTimeout: 3 * time.Second, wantMaxAge: 5 * time.Second, wantMaxSelectors: 2048, wantErr: "--max-age (5s) must be at least --scrape-interval (10s)"},
+		{name: "both selector caps set apart", args: []string{"--max-selectors-per-namespace=100", "--max-selectors=50"}, wantTimeout: 3 * time.Second, wantMaxAge: 15 * time.Second, wantMaxSelectors: 50, wantErr: "--max-selectors (50) must be at least --max-selectors-per-namespace (100)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.GPUAgentSelector = ""
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.Complete(fs)
+			if o.ScrapeTimeout != tc.wantTimeout || o.MaxAge != tc.wantMaxAge || o.MaxSelectors != tc.wantMaxSelectors {
+				t.Errorf("timeout %s, max age %s, max selectors %d; want %s, %s, %d",
+					o.ScrapeTimeout, o.MaxAge, o.MaxSelectors, tc.wantTimeout, tc.wantMaxAge, tc.wantMaxSelectors)
+			}
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one mentioning %q", err, tc.wantErr)
+			}
+		})
+	}
+}
