@@ -13,8 +13,8 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
-// fixtures are the pages in testdata; the first five are copied byte for
-// byte from the project's shared fixtures.
+// fixtures are the pages in testdata; testdata/README.md says where each
+// comes from.
 var fixtures = []string{
 	"vllm-v0.prom", "vllm-v1.prom", "vllm-v1-scaled.prom", "tgi-v3.prom", "sglang-v0.4.prom",
 	"trtllm-serve.prom", "triton-trtllm.prom", "jetstream.prom",

@@ -159,7 +159,7 @@ func labelValue(m *dto.Metric, name string) string {
 // TestOtherFormatsMatchFixtures: every family the simulator emits in the
 // V0, TGI and SGLang shapes exists in that server's fixture with the same
 // type, HELP, labels and buckets, and the adapter's queue/batch/KV source
-// series (DESIGN.md's table) are there.
+// series (docs/metrics.md, "Source series by server") are there.
 func TestOtherFormatsMatchFixtures(t *testing.T) {
 	tests := []struct {
 		format, fixture string
