@@ -11,7 +11,7 @@ PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
-.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo clean manifests images help
+.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet clean manifests images help
 
 all: build
 
@@ -58,6 +58,11 @@ verify: ## gofmt, go vet, go mod tidy clean, generated files current
 
 demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue size
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/demo
+
+# Flags for `make fleet`, e.g. FLEET_FLAGS="-pods 10000 -interval 5s" (see go run ./test/fleet -h).
+FLEET_FLAGS ?=
+fleet: ## Fleet benchmark: freshness, CPU per scrape, RSS, answer latency for N fake vLLM pods (not in make test)
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/fleet $(FLEET_FLAGS)
 
 manifests: ## Render manifests/ from the Helm chart
 	./hack/render-manifests.sh

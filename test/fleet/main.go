@@ -1,0 +1,137 @@
+// Command fleet is `make fleet`: a benchmark of the adapter against a fleet
+// of fake vLLM pods, through the real aggregator. It starts etcd,
+// kube-apiserver and kube-controller-manager (the e2e framework), serves N
+// fake pods on loopback addresses 127.2.x.y:8000 from one or more child
+// processes of its own binary (each page is the vLLM V1 fixture of
+// pkg/parse/testdata with the pod's own vllm:num_requests_waiting, which
+// changes on command), creates N Running pods in the API server, starts the
+// adapter registered through its APIService, and measures:
+//
+//   - freshness: from a pod's value change to the first N-pod answer
+//     through the aggregator that shows it;
+//   - the adapter's CPU per pod-scrape and its RSS over a quiet window;
+//   - the N-pod answer's latency with 1, 10, 50, ... concurrent clients;
+//   - the scrapes per pod per second the fleet received.
+//
+// Every process it starts is stopped by PID before it exits. See
+// docs/performance.md#fleet-benchmark.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// envBin names the control-plane binaries' directory (test/tools/build.sh).
+const envBin = "IMA_E2E_BIN"
+
+// podsPerProc is how many pods one fake-fleet process serves when -procs
+// is 0: each pod takes a listener and one or two keep-alive connections,
+// and these machines allow 20,000 open files per process.
+const podsPerProc = 2500
+
+type options struct {
+	binDir       string
+	pods         int
+	interval     time.Duration
+	trials       int
+	clients      []int
+	procs        int
+	quiet        time.Duration
+	loadDuration time.Duration
+	keep         bool
+}
+
+func parseClients(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-clients: %q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.binDir == "" {
+		errs = append(errs, fmt.Errorf("%s is not set: run `make fleet`, or `%s=$(./test/tools/build.sh) go run ./test/fleet`", envBin, envBin))
+	}
+	if o.pods < 1 || o.pods > 250*250 {
+		errs = append(errs, fmt.Errorf("-pods must be in 1..62500, got %d", o.pods))
+	}
+	if o.interval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("-interval must be at least 100ms, got %s", o.interval))
+	}
+	if o.trials < 1 {
+		errs = append(errs, fmt.Errorf("-trials must be at least 1, got %d", o.trials))
+	}
+	if o.procs < 0 {
+		errs = append(errs, fmt.Errorf("-procs must not be negative, got %d", o.procs))
+	}
+	if o.quiet < time.Second || o.loadDuration < time.Second {
+		errs = append(errs, errors.New("-quiet and -load-duration must be at least 1s"))
+	}
+	if o.procs == 0 {
+		o.procs = (o.pods + podsPerProc - 1) / podsPerProc
+	}
+	o.procs = min(o.procs, o.pods)
+	return errors.Join(errs...)
+}
+
+func main() {
+	var o options
+	var clients string
+	var serveFrom, serveTo int
+	var servePage, serveControl string
+	flag.IntVar(&o.pods, "pods", 1000, "fake pods in the fleet")
+	flag.DurationVar(&o.interval, "interval", time.Second, "the adapter's --scrape-interval (--max-age is 3x)")
+	flag.IntVar(&o.trials, "trials", 20, "freshness trials (value change -> visible through the aggregator)")
+	flag.StringVar(&clients, "clients", "1,10,50", "concurrent clients of each answer-latency run, comma-separated")
+	flag.IntVar(&o.procs, "procs", 0, fmt.Sprintf("fake-fleet processes (0: one per %d pods)", podsPerProc))
+	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
+	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")
+	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
+	// The child mode: serve pods [from, to) and take commands on an address.
+	flag.IntVar(&serveFrom, "serve-from", -1, "internal: serve pods from this index (child process)")
+	flag.IntVar(&serveTo, "serve-to", -1, "internal: serve pods up to this index, exclusive (child process)")
+	flag.StringVar(&servePage, "serve-page", "", "internal: the page file (child process)")
+	flag.StringVar(&serveControl, "serve-control", "", "internal: the command address (child process)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if serveFrom >= 0 {
+		if err := serveFleet(ctx, serveFrom, serveTo, servePage, serveControl); err != nil {
+			fmt.Fprintln(os.Stderr, "fleet:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o.binDir = os.Getenv(envBin)
+	var err error
+	o.clients, err = parseClients(clients)
+	if err == nil {
+		err = o.validate()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(2)
+	}
+	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C ends it at once
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		stop()
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+)
+
+// selectorPath is the N-pod question the HPA asks.
+func selectorPath() string {
+	return fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", namespace, metric)
+}
+
+// ask GETs the N-pod answer through the aggregator.
+func (e *env) ask(ctx context.Context) ([]byte, error) {
+	return e.client.CoreV1().RESTClient().Get().AbsPath(selectorPath()).
+		Param("labelSelector", "app="+appLabel).DoRaw(ctx)
+}
+
+// values returns the answer's value per pod index.
+func (e *env) values(ctx context.Context) (map[int]int64, error) {
+	body, err := e.ask(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var list cmv1beta2.MetricValueList
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("decode answer: %w", err)
+	}
+	out := make(map[int]int64, len(list.Items))
+	for _, it := range list.Items {
+		var i int
+		if _, err := fmt.Sscanf(it.DescribedObject.Name, "fleet-%d", &i); err != nil {
+			return nil, fmt.Errorf("answer names pod %q", it.DescribedObject.Name)
+		}
+		out[i] = it.Value.Value()
+	}
+	return out, nil
+}
+
+// usage is what the adapter and the fleet did over a window.
+type usage struct {
+	window     time.Duration
+	adapterCPU time.Duration
+	fleetCPU   time.Duration
+	scrapes    []int64 // per pod
+}
+
+type snapshot struct {
+	at         time.Time
+	adapterCPU time.Duration
+	fleetCPU   time.Duration
+	counts     []int64
+}
+
+func (e *env) snapshot(ctx context.Context) (snapshot, error) {
+	s := snapshot{at: time.Now()}
+	var err error
+	if s.adapterCPU, err = cpuTime(e.adapter.Process.PID()); err != nil {
+		return s, err
+	}
+	for _, p := range e.procs {
+		t, err := cpuTime(p.PID())
+		if err != nil {
+			return s, err
+		}
+		s.fleetCPU += t
+	}
+	s.counts, err = e.fleet.counts(ctx)
+	return s, err
+}
+
+func since(a, b snapshot) usage {
+	u := usage{window: b.at.Sub(a.at), adapterCPU: b.adapterCPU - a.adapterCPU, fleetCPU: b.fleetCPU - a.fleetCPU}
+	u.scrapes = make([]int64, len(b.counts))
+	for i := range b.counts {
+		u.scrapes[i] = b.counts[i] - a.counts[i]
+	}
+	return u
+}
+
+func (u usage) totalScrapes() int64 {
+	var n int64
+	for _, c := range u.scrapes {
+		n += c
+	}
+	return n
+}
+
+// latencyRun is one answer-latency run with a number of clients.
+type latencyRun struct {
+	clients    int
+	answers    int
+	errors     int
+	firstErr   error
+	elapsed    time.Duration
+	p50, p99   time.Duration
+	max        time.Duration
+	adapterCPU time.Duration
+}
+
+// results is everything the table shows.
+type results struct {
+	quiet     usage
+	mem       memory
+	freshness []time.Duration
+	missed    int // trials whose change never showed within the bound
+	// covered is the most pods one answer held while waiting for all.
+	covered int
+	latency []latencyRun
+}
+
+// measure waits until every pod has a value, then measures the quiet
+// window, freshness and answer latency, in that order.
+func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (*results, error) {
+	say("waiting until the %d-pod answer holds every pod", o.pods)
+	r := &results{}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, waitAllBound, true, func(ctx context.Context) (bool, error) {
+		v, err := e.values(ctx)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		r.covered = max(r.covered, len(v))
+		last = fmt.Sprintf("%d of %d pods", len(v), o.pods)
+		return len(v) == o.pods, nil
+	})
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case r.covered == 0:
+		return nil, fmt.Errorf("no answer ever held a pod (last: %s): %w", last, err)
+	case err != nil:
+		// An adapter that cannot keep up leaves stale pods out: measure it
+		// anyway and say so in the table.
+		say("the answer never held every pod within %s (at most %d of %d); measuring anyway", waitAllBound, r.covered, o.pods)
+	}
+	// Let the first round's scrapes (on demand and the loops' start) settle.
+	sleep(ctx, 3*o.interval)
+
+	say("quiet window: %s without questions", o.quiet)
+	a, err := e.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sleep(ctx, o.quiet)
+	b, err := e.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.quiet = since(a, b)
+	if r.mem, err = readMemory(e.adapter.Process.PID()); err != nil {
+		return r, err
+	}
+
+	say("freshness: %d trials", o.trials)
+	if err := r.measureFreshness(ctx, e, o); err != nil {
+		return r, err
+	}
+	for _, c := range o.clients {
+		say("answer latency: %d client(s) for %s", c, o.loadDuration)
+		lr, err := e.measureLatency(ctx, c, o.loadDuration)
+		if err != nil {
+			return r, err
+		}
+		r.latency = append(r.latency, lr)
+	}
+	return r, ctx.Err()
+}
+
+// Bounds of the waits.
+const (
+	waitAllBound = 3 * time.Minute
+	maxMissed    = 3
+)
+
+// measureFreshness changes one random pod's value per trial and polls the
+// N-pod answer until it shows the new value. The change is timed from just
+// before the command to the fleet to the receipt of the first answer that
+// shows it; trials start at a random phase of the scrape interval.
+func (r *results) measureFreshness(ctx context.Context, e *env, o options) error {
+	bound := 10*o.interval + 10*time.Second
+	for trial := range o.trials {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sleep(ctx, rand.N(o.interval))
+		pod, value := rand.IntN(o.pods), int64(1000+trial)
+		start := time.Now()
+		if err := e.fleet.set(ctx, pod, value); err != nil {
+			return err
+		}
+		seen := false
+		for time.Since(start) < bound && ctx.Err() == nil {
+			v, err := e.values(ctx)
+			if err == nil && v[pod] == value {
+				r.freshness = append(r.freshness, time.Since(start))
+				seen = true
+				break
+			}
+			sleep(ctx, 20*time.Millisecond)
+		}
+		if !seen {
+			r.missed++
+			if r.missed >= maxMissed && len(r.freshness) == 0 {
+				return nil // the adapter cannot keep up: the rest would miss too
+			}
+		}
+	}
+	return nil
+}
+
+// measureLatency asks the N-pod question from clients goroutines, each
+// back to back, for d.
+func (e *env) measureLatency(ctx context.Context, clients int, d time.Duration) (latencyRun, error) {
+	lr := latencyRun{clients: clients}
+	cpu0, err := cpuTime(e.adapter.Process.PID())
+	if err != nil {
+		return lr, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var all []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(d)
+	for range clients {
+		wg.Go(func() {
+			var mine []time.Duration
+			var errs int
+			var first error
+			for time.Now().Before(end) && runCtx.Err() == nil {
+				t := time.Now()
+				_, err := e.ask(runCtx)
+				switch {
+				// Cut off at the end (the context's timer may fire late on a
+				// loaded machine, so the clock is checked too): not counted.
+				case runCtx.Err() != nil || !time.Now().Before(end):
+				case err != nil:
+					errs++
+					if first == nil {
+						first = err
+					}
+				default:
+					mine = append(mine, time.Since(t))
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			all = append(all, mine...)
+			lr.errors += errs
+			if lr.firstErr == nil {
+				lr.firstErr = first
+			}
+		})
+	}
+	wg.Wait()
+	lr.elapsed = time.Since(start)
+	cpu1, err := cpuTime(e.adapter.Process.PID())
+	if err != nil {
+		return lr, err
+	}
+	lr.adapterCPU = cpu1 - cpu0
+	lr.answers = len(all)
+	if lr.answers == 0 {
+		return lr, fmt.Errorf("no answers with %d clients: %w", clients, errors.Join(lr.firstErr, errors.New("none succeeded")))
+	}
+	slices.Sort(all)
+	lr.p50, lr.p99, lr.max = quantile(all, 0.50), quantile(all, 0.99), all[len(all)-1]
+	return lr, nil
+}
+
+// quantile of sorted durations, nearest rank.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// print writes the results as Markdown tables.
+func (r *results) print(w io.Writer, o options) {
+	q := r.quiet
+	scrapes := q.totalScrapes()
+	fmt.Fprintf(w, "\n### %d pods, --scrape-interval=%s (--max-age=%s)\n\n", o.pods, o.interval, 3*o.interval)
+	fmt.Fprintf(w, "%d CPUs; load average (1, 5, 15 min) at the end: %s; %d fake-fleet process(es)\n\n", runtime.NumCPU(), loadAverage(), o.procs)
+	fmt.Fprintln(w, "| measure | value |")
+	fmt.Fprintln(w, "|---|---|")
+	if n := len(r.freshness); n > 0 {
+		f := slices.Clone(r.freshness)
+		slices.Sort(f)
+		fmt.Fprintf(w, "| freshness, change -> visible in the %d-pod answer (%d trials%s) | median %s, p90 %s, max %s |\n",
+			o.pods, n, missedNote(r.missed), sec(quantile(f, 0.5)), sec(quantile(f, 0.9)), sec(f[n-1]))
+	} else if r.missed > 0 {
+		fmt.Fprintf(w, "| freshness | no change became visible in %d trials |\n", r.missed)
+	}
+	if scrapes > 0 {
+		fmt.Fprintf(w, "| adapter CPU per pod-scrape (quiet %s) | %.3f ms (%.2f cores) |\n", q.window.Round(time.Second),
+			float64(q.adapterCPU)/float64(time.Millisecond)/float64(scrapes), q.adapterCPU.Seconds()/q.window.Seconds())
+		fmt.Fprintf(w, "| fake fleet CPU per pod-scrape (serving the page) | %.3f ms (%.2f cores) |\n",
+			float64(q.fleetCPU)/float64(time.Millisecond)/float64(scrapes), q.fleetCPU.Seconds()/q.window.Seconds())
+	}
+	fmt.Fprintf(w, "| adapter RSS (VmRSS / VmHWM) | %d MB / %d MB |\n", r.mem.rss>>20, r.mem.hwm>>20)
+	if r.covered < o.pods {
+		fmt.Fprintf(w, "| pods in the answer | never all: at most %d of %d within %s |\n", r.covered, o.pods, waitAllBound)
+	}
+	if len(q.scrapes) > 0 && q.window > 0 {
+		c := slices.Clone(q.scrapes)
+		slices.Sort(c)
+		per := func(n int64) float64 { return float64(n) / q.window.Seconds() }
+		fmt.Fprintf(w, "| scrapes per pod per second received | mean %.3f (min %.3f, max %.3f; expected %.3f) |\n",
+			per(scrapes)/float64(len(c)), per(c[0]), per(c[len(c)-1]), 1/o.interval.Seconds())
+	}
+	if len(r.latency) == 0 {
+		return
+	}
+	perScrapeCPU := time.Duration(0)
+	if q.window > 0 {
+		perScrapeCPU = time.Duration(float64(q.adapterCPU) / q.window.Seconds())
+	}
+	fmt.Fprintf(w, "\n| clients | %d-pod answers/s | p50 | p99 | max | errors | adapter CPU per answer |\n", o.pods)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, l := range r.latency {
+		// The quiet window's scrape cost per second is subtracted.
+		extra := l.adapterCPU - time.Duration(float64(perScrapeCPU)*l.elapsed.Seconds())
+		fmt.Fprintf(w, "| %d | %.1f | %s | %s | %s | %d | %s |\n", l.clients, float64(l.answers)/l.elapsed.Seconds(),
+			ms(l.p50), ms(l.p99), ms(l.max), l.errors, ms(extra/time.Duration(l.answers)))
+		if l.firstErr != nil {
+			fmt.Fprintf(w, "\n(first error with %d clients: %v)\n", l.clients, firstLine(l.firstErr.Error()))
+		}
+	}
+}
+
+func missedNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d never seen within the bound", n)
+}
+
+func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func firstLine(s string) string {
+	for i := range len(s) {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// loadAverage is /proc/loadavg's first three fields, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return "unknown"
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat:
+// 100 on every architecture Linux runs Kubernetes on.
+const clockTicks = 100
+
+// cpuTime is the CPU time (user + system) process pid has used so far,
+// from /proc/PID/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read CPU time of pid %d: %w", pid, err)
+	}
+	return parseCPUTime(string(b))
+}
+
+// parseCPUTime reads utime + stime from a /proc/PID/stat line:
+// "PID (comm) STATE PPID ... utime stime ..."; comm may hold spaces and
+// parentheses, so the fields are counted from the last ')'.
+func parseCPUTime(s string) (time.Duration, error) {
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("no comm in stat line %.40q", s)
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short stat line %.40q", s)
+	}
+	// Field 14 (utime) and 15 (stime) of the line; f[0] is field 3.
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bad utime/stime %q %q", f[11], f[12])
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// memory is a process's resident set now and its peak, in bytes.
+type memory struct{ rss, hwm int64 }
+
+// readMemory reads VmRSS and VmHWM from /proc/PID/status.
+func readMemory(pid int) (memory, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memory{}, fmt.Errorf("read memory of pid %d: %w", pid, err)
+	}
+	var m memory
+	for line := range strings.SplitSeq(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return memory{}, fmt.Errorf("pid %d %s: %w", pid, name, err)
+		}
+		if name == "VmRSS" {
+			m.rss = kb << 10
+		} else {
+			m.hwm = kb << 10
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
+)
+
+// Where the fleet's pods live in the API server.
+const (
+	namespace = "fleet"
+	appLabel  = "fleet"
+	metric    = "inference_queue_size"
+	podImage  = "fleet-page" // never run: the fleet processes stand in for it
+)
+
+func podName(i int) string { return fmt.Sprintf("fleet-%05d", i) }
+
+// env is what run starts.
+type env struct {
+	dir     string
+	cp      *framework.ControlPlane
+	fleet   fleets
+	procs   []*framework.Process
+	adapter *framework.Adapter
+	// client talks to the API server without client-go's rate limiter, so
+	// that the latency measured is the aggregator's and the adapter's.
+	client kubernetes.Interface
+}
+
+// run sets everything up, measures, prints the table and tears down.
+func run(ctx context.Context, o options, out io.Writer) (err error) {
+	say := func(format string, args ...any) { fmt.Fprintf(out, "fleet: "+format+"\n", args...) }
+	dir, err := os.MkdirTemp("", "ima-fleet-")
+	if err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "fleet.log"))
+	if err != nil {
+		return fmt.Errorf("create log: %w", err)
+	}
+	defer logFile.Close()
+	if err := logTo(logFile); err != nil {
+		return err
+	}
+	defer klog.Flush()
+
+	e := &env{dir: dir}
+	defer func() {
+		err = errors.Join(err, e.teardown(say))
+		if err != nil || o.keep {
+			say("files kept in %s (process logs in %s/logs)", dir, dir)
+		} else if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove %s: %w", dir, rerr))
+		}
+	}()
+	start := time.Now()
+	if err := e.setup(ctx, o, say); err != nil {
+		return err
+	}
+	say("ready in %s", time.Since(start).Round(100*time.Millisecond))
+	res, err := measure(ctx, e, o, say)
+	if res != nil {
+		res.print(out, o)
+	}
+	return err
+}
+
+// setup builds the adapter, starts the control plane and the fleet,
+// creates the pods and starts the adapter.
+func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) error {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	say("building the adapter; starting etcd, kube-apiserver and kube-controller-manager from %s", o.binDir)
+	bin := filepath.Join(e.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", bin, err)
+	}
+	adapterBin, err := framework.BuildCommand(ctx, root, bin, framework.ComponentAdapter)
+	if err != nil {
+		return err
+	}
+	if e.cp, err = framework.StartControlPlane(ctx, o.binDir, e.dir); err != nil {
+		return fmt.Errorf("start control plane: %w", err)
+	}
+	cfg := *e.cp.Config
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	if e.client, err = kubernetes.NewForConfig(&cfg); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	say("starting %d fake-fleet process(es) serving %d pods on 127.2.x.y:%d", o.procs, o.pods, pagePort)
+	if err := e.startFleet(ctx, o, filepath.Join(root, "pkg", "parse", "testdata", "vllm-v1.prom")); err != nil {
+		return err
+	}
+	say("creating %d pods in namespace %s", o.pods, namespace)
+	if err := e.createPods(ctx, o.pods); err != nil {
+		return err
+	}
+	timeout := min(3*time.Second, o.interval*8/10)
+	say("starting the adapter (--scrape-interval=%s --scrape-timeout=%s --max-age=%s)", o.interval, timeout, 3*o.interval)
+	e.adapter, err = framework.StartAdapter(ctx, e.cp, framework.AdapterConfig{
+		Binary:    adapterBin,
+		Namespace: framework.AdapterNamespace,
+		Service:   framework.AdapterService,
+		Args: []string{
+			"--scrape-interval=" + o.interval.String(),
+			"--scrape-timeout=" + timeout.String(),
+			"--max-age=" + (3 * o.interval).String(),
+			"--gpu-agent-namespace=" + framework.AdapterNamespace,
+			"--shutdown-delay=0s",
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("start adapter: %w", err)
+	}
+	return nil
+}
+
+// startFleet starts o.procs children of this binary, each serving a share
+// of the pods, and waits until each takes commands.
+func (e *env) startFleet(ctx context.Context, o options, pagePath string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	httpc := &http.Client{Timeout: 10 * time.Second}
+	for k := range o.procs {
+		from, to := k*o.pods/o.procs, (k+1)*o.pods/o.procs
+		port, err := framework.FreePort()
+		if err != nil {
+			return err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		p, err := framework.StartProcess(fmt.Sprintf("fleet-%d", k), e.cp.LogDir, self, []string{
+			"-serve-from=" + strconv.Itoa(from), "-serve-to=" + strconv.Itoa(to),
+			"-serve-page=" + pagePath, "-serve-control=" + addr}, nil)
+		if err != nil {
+			return err
+		}
+		e.procs = append(e.procs, p)
+		c := &fleetClient{from: from, to: to, url: "http://" + addr, http: httpc}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			if exited, werr := p.Exited(); exited {
+				return false, fmt.Errorf("fleet process %d exited: %v\n%s", k, werr, p.Tail(20))
+			}
+			return c.get(ctx, "/healthz", nil) == nil, nil
+		})
+		if err != nil {
+			return fmt.Errorf("fleet process %d (pods %d..%d) not ready: %w", k, from, to-1, err)
+		}
+		e.fleet = append(e.fleet, c)
+	}
+	return nil
+}
+
+// createPods creates n pods labelled app=fleet and reports each Running
+// and Ready at its fake address, as a kubelet would.
+func (e *env) createPods(ctx context.Context, n int) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	const workers = 16
+	next := make(chan int)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range next {
+				if errs[w] == nil {
+					errs[w] = e.createPod(ctx, i)
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (e *env) createPod(ctx context.Context, i int) error {
+	pods := e.client.CoreV1().Pods(namespace)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podName(i), Labels: map[string]string{"app": appLabel}},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: new(false),
+			Containers: []corev1.Container{{
+				Name:  "server",
+				Image: podImage,
+				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: pagePort}},
+			}},
+		},
+	}
+	pod, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create pod %s: %w", podName(i), err)
+	}
+	now := metav1.Now()
+	ip := podIP(i)
+	pod.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		HostIP:     "127.0.0.1",
+		PodIP:      ip,
+		PodIPs:     []corev1.PodIP{{IP: ip}},
+		StartTime:  &now,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+	}
+	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("report pod %s running: %w", podName(i), err)
+	}
+	return nil
+}
+
+// teardown stops every process it started, by PID: the adapter (after
+// deleting its APIServices), the fleet, the control plane.
+func (e *env) teardown(say func(string, ...any)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	say("stopping the adapter, the fleet and the control plane")
+	var errs []error
+	if e.adapter != nil {
+		errs = append(errs, e.adapter.Stop(ctx))
+	}
+	for _, p := range e.procs {
+		errs = append(errs, p.Stop(10*time.Second))
+	}
+	if e.cp != nil {
+		errs = append(errs, e.cp.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// logTo sends klog's output (the harness's and client-go's) to w only, so
+// that the table stays readable.
+func logTo(w io.Writer) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for k, v := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
+		if err := fs.Set(k, v); err != nil {
+			return fmt.Errorf("klog flag %s: %w", k, err)
+		}
+	}
+	klog.SetOutput(w)
+	return nil
+}
