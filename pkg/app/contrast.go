@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/signal"
@@ -31,7 +32,7 @@ func contrastMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Usage: inference-metrics-adapter contrast -n NAMESPACE -l SELECTOR [flags]\n\nShows, per pod, GPU activity next to the model server's own saturation signals, with a reading.\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
+		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(stderr, "error: %v\n", err)

@@ -79,9 +79,6 @@ func (s Signal) Help() string { return table[s].help }
 // GPU utilization is also averaged.
 func (s Signal) Aggregation() Aggregation { return table[s].aggregation }
 
-// IsServing reports whether s comes from the model server's page.
-func (s Signal) IsServing() bool { return s <= BatchFill }
-
 // IsGPU reports whether s comes from the gpu-agent.
 func (s Signal) IsGPU() bool { return s >= GPUUtilization && s < Count }
 

@@ -335,18 +335,6 @@ func (s *Store) Models(pod types.NamespacedName) []string {
 	return out
 }
 
-// GPUCount returns the number of GPUs the agent attributed to pod, and
-// whether any agent reported the pod.
-func (s *Store) GPUCount(pod types.NamespacedName) (int, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e := s.pods[pod]
-	if e == nil || !e.hasGPU {
-		return 0, false
-	}
-	return e.gpu.gpu.GPUs, true
-}
-
 // refusedDetail says which values the page had refused (out of range or not
 // finite), so that a 404 about an absent series does not hide that the page
 // did carry one; "" when none was refused.

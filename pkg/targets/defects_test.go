@@ -93,8 +93,8 @@ func TestDefect1_AgentReportsOnlyItsNode(t *testing.T) {
 	gate.RecordAgent(types.NamespacedName{Namespace: "ima", Name: "agent-n1"}, at, []agentpage.PodGPU{report(victim, 0.99), report(own, 0.5)}, nil)
 	gate.RecordAgent(types.NamespacedName{Namespace: "tenant", Name: "forged"}, at, []agentpage.PodGPU{report(own, 0.01)}, nil)
 
-	if _, ok := st.GPUCount(types.NamespacedName{Namespace: "prod", Name: "victim"}); ok {
-		t.Fatalf("the agent of node n1 wrote GPU values for a pod on node n2")
+	if s := st.Get(types.NamespacedName{Namespace: "prod", Name: "victim"}, signals.GPUUtilization, nil, at, time.Minute); s.Status == store.OK {
+		t.Fatalf("the agent of node n1 wrote GPU values for a pod on node n2: %v", s.Value)
 	}
 	s := st.Get(types.NamespacedName{Namespace: "prod", Name: "own"}, signals.GPUUtilization, nil, at, time.Minute)
 	if s.Status != store.OK || s.Value != 0.5 {

@@ -427,10 +427,6 @@ func (k *Kubelet) reportRunning(ctx context.Context, cached *corev1.Pod, sp *sim
 	return nil
 }
 
-// SimPort is the port of the container's model server: the port named
-// "metrics", else "http", else the first port, else 8000.
-func SimPort(c corev1.Container) int32 { return containerPort(c, defaultSimPort) }
-
 // containerPort is the port named "metrics", else "http", else the first
 // port, else def.
 func containerPort(c corev1.Container, def int32) int32 {
