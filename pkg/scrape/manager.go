@@ -198,9 +198,9 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 			// Log changes of state only; every failure is in the metrics.
 			if reason := ReasonOf(err); reason != lastReason && reason != ReasonCanceled {
 				if err != nil {
-					klog.ErrorS(err, "Scrape failing", "pod", t.Pod, "url", t.URL, "reason", reason)
+					klog.ErrorS(err, "Scrape failing", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL, "reason", reason)
 				} else {
-					klog.InfoS("Scrape recovered", "pod", t.Pod, "url", t.URL)
+					klog.InfoS("Scrape recovered", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL)
 				}
 				lastReason = reason
 			}
@@ -248,7 +248,7 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 				ok, err := m.scrapeOnce(ctx, m.firstWorkers, t, req, reqErr, true)
 				m.unclaim(t.Pod, done)
 				if ok && err != nil {
-					klog.V(2).InfoS("Scrape failed", "pod", t.Pod, "url", t.URL, "err", err)
+					klog.V(2).InfoS("Scrape failed", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL, "err", err)
 				}
 			}
 		}()

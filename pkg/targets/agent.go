@@ -88,7 +88,7 @@ func (g *AgentGate) RecordAgent(agent types.NamespacedName, at time.Time, pods [
 	ap, lerr := g.pods.Pods(agent.Namespace).Get(agent.Name)
 	if lerr != nil || !g.trust.Trusted(ap) || ap.Spec.NodeName == "" {
 		g.rejected.WithLabelValues(RejectUntrustedAgent).Add(float64(len(pods)))
-		klog.V(2).InfoS("Ignoring the page of a pod that is not a trusted gpu-agent", "agent", agent, "pods", len(pods))
+		klog.V(2).InfoS("Ignoring the page of a pod that is not a trusted gpu-agent", "agent", klog.KRef(agent.Namespace, agent.Name), "pods", len(pods))
 		return
 	}
 	kept := make([]agentpage.PodGPU, 0, len(pods))
@@ -108,5 +108,5 @@ func (g *AgentGate) RecordAgent(agent types.NamespacedName, at time.Time, pods [
 
 func (g *AgentGate) reject(agent types.NamespacedName, p agentpage.PodGPU, reason, node string) {
 	g.rejected.WithLabelValues(reason).Inc()
-	klog.V(2).InfoS("Ignoring a gpu-agent's report about a pod", "agent", agent, "pod", klog.KRef(p.Namespace, p.Pod), "reason", reason, "podNode", node)
+	klog.V(2).InfoS("Ignoring a gpu-agent's report about a pod", "agent", klog.KRef(agent.Namespace, agent.Name), "pod", klog.KRef(p.Namespace, p.Pod), "reason", reason, "podNode", node)
 }

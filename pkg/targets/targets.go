@@ -279,7 +279,7 @@ func (t *Tracker) Reconcile() {
 			continue
 		}
 		if newer, ok := shadowed[key]; ok {
-			klog.V(2).InfoS("Pod shares its IP with a newer pod; not scraping it", "pod", key, "newer", newer)
+			klog.V(2).InfoS("Pod shares its IP with a newer pod; not scraping it", "pod", klog.KRef(key.Namespace, key.Name), "newer", klog.KRef(newer.Namespace, newer.Name))
 			continue
 		}
 		ts = append(ts, c.target)
