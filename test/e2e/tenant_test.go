@@ -380,19 +380,8 @@ func runTenantPod(ctx context.Context, t *testing.T, e *framework.Environment, n
 			}
 		})
 	}
-	now := metav1.Now()
-	pod.Status = corev1.PodStatus{
-		Phase:     corev1.PodRunning,
-		HostIP:    "127.0.0.1",
-		PodIP:     ip,
-		PodIPs:    []corev1.PodIP{{IP: ip}},
-		StartTime: &now,
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		},
-	}
-	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("report tenant pod %s running: %v", hp.name, err)
+	if _, err := framework.ReportRunning(ctx, c, pod, ip); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -219,18 +219,8 @@ func (e *env) createPod(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("create pod %s: %w", podName(i), err)
 	}
-	now := metav1.Now()
-	ip := podIP(i)
-	pod.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		HostIP:     "127.0.0.1",
-		PodIP:      ip,
-		PodIPs:     []corev1.PodIP{{IP: ip}},
-		StartTime:  &now,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
-	}
-	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("report pod %s running: %w", podName(i), err)
+	if _, err := framework.ReportRunning(ctx, e.client, pod, podIP(i)); err != nil {
+		return err
 	}
 	return nil
 }

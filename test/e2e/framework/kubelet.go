@@ -467,3 +467,25 @@ func waitListening(ctx context.Context, p *Process, addr string, timeout time.Du
 		}
 	}
 }
+
+// ReportRunning sets pod's status to Running and Ready at ip, as the kubelet
+// reports a pod it started, for a pod whose server the caller runs itself
+// (an image the stand-in does not know). It returns the updated pod.
+func ReportRunning(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, ip string) (*corev1.Pod, error) {
+	pod = pod.DeepCopy()
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		HostIP:     "127.0.0.1",
+		HostIPs:    []corev1.HostIP{{IP: "127.0.0.1"}},
+		PodIP:      ip,
+		PodIPs:     []corev1.PodIP{{IP: ip}},
+		StartTime:  &now,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+	}
+	updated, err := client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("report pod %s/%s running at %s: %w", pod.Namespace, pod.Name, ip, err)
+	}
+	return updated, nil
+}
