@@ -1,5 +1,7 @@
-// Package options holds the adapter's command-line options: their defaults,
-// their flags, their validation, and their translation into a server.Config.
+// Package options holds the adapter's command-line options: their defaults
+// (some following other flags: see Complete), their flags in the sections
+// --help prints, their validation, and their translation into a
+// server.Config.
 package options
 
 import (
