@@ -155,13 +155,18 @@ func TestHostileTenant(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		})
 	}
+	// The floods pause a little between questions: enough to ask thousands
+	// of distinct selectors (the demand bound is 64 per namespace), without
+	// taking the 2 cores from the tests that run beside this one.
 	for w := range 4 { // a new selector on every question
 		attack(func(i int) {
 			ask(podMetricsPath(tenantNS, metricQueue, labels.SelectorFromSet(labels.Set{"app": "tenant", "flood": fmt.Sprintf("%d-%d", w, i)})))
+			time.Sleep(5 * time.Millisecond)
 		})
 	}
 	attack(func(int) { // no selector: every pod of the namespace
 		ask(fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", tenantNS, metricQueue))
+		time.Sleep(20 * time.Millisecond)
 	})
 	for range 20 { // the hanging pod, by name, many at once
 		attack(func(int) {
