@@ -56,6 +56,9 @@ type Options struct {
 
 	// FirstScrapeConcurrency is the size of the on-demand scrape pool.
 	FirstScrapeConcurrency int
+	// NamespaceScrapeConcurrency caps the background scrapes one namespace
+	// holds at once; 0 means half of ScrapeConcurrency.
+	NamespaceScrapeConcurrency int
 
 	// MaxSelectorsPerNamespace and MaxSelectors bound demand: the selectors
 	// (and pods by name) asked about, per namespace and in total.
@@ -173,6 +176,7 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxBodySize, "max-body-size", o.MaxBodySize, "Largest /metrics page accepted, in bytes (after decompression). Larger pages fail with reason body_too_large.")
 	fs.BoolVar(&o.ScrapeGzip, "scrape-gzip", o.ScrapeGzip, "Ask model servers for gzip-compressed pages. Off by default: on-the-fly compression costs the model server CPU on every scrape. Gzip bodies sent unasked are read either way.")
 	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most background scrapes in flight at once, over all targets. Worst-case page memory is (scrape-concurrency + first-scrape-concurrency) x max-body-size.")
+	fs.IntVar(&o.NamespaceScrapeConcurrency, "scrape-concurrency-per-namespace", o.NamespaceScrapeConcurrency, "Most background scrapes the pods of one namespace hold at once, so that one namespace's slow or hanging pages cannot take every scrape worker from the others. 0 means half of --scrape-concurrency.")
 	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once. A pool of their own: they never delay the background scrapes.")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question.")
@@ -206,6 +210,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ScrapeConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--scrape-concurrency must be at least 1, got %d", o.ScrapeConcurrency))
+	}
+	if o.NamespaceScrapeConcurrency < 0 || o.NamespaceScrapeConcurrency > o.ScrapeConcurrency {
+		errs = append(errs, fmt.Errorf("--scrape-concurrency-per-namespace must be between 0 and --scrape-concurrency (%d), got %d", o.ScrapeConcurrency, o.NamespaceScrapeConcurrency))
 	}
 	if o.FirstScrapeConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--first-scrape-concurrency must be at least 1, got %d", o.FirstScrapeConcurrency))
@@ -305,14 +312,15 @@ func (o *Options) Config() (*server.Config, error) {
 	return &server.Config{
 		Adapter: o.Adapter,
 		Scrape: scrape.Config{
-			Interval:         o.ScrapeInterval,
-			Timeout:          o.ScrapeTimeout,
-			MaxBodySize:      o.MaxBodySize,
-			Concurrency:      o.ScrapeConcurrency,
-			FirstConcurrency: o.FirstScrapeConcurrency,
-			Jitter:           1,
-			RequestGzip:      o.ScrapeGzip,
-			Servers:          servers,
+			Interval:             o.ScrapeInterval,
+			Timeout:              o.ScrapeTimeout,
+			MaxBodySize:          o.MaxBodySize,
+			Concurrency:          o.ScrapeConcurrency,
+			NamespaceConcurrency: o.NamespaceScrapeConcurrency,
+			FirstConcurrency:     o.FirstScrapeConcurrency,
+			Jitter:               1,
+			RequestGzip:          o.ScrapeGzip,
+			Servers:              servers,
 		},
 		MaxAge:             o.MaxAge,
 		Namespaces:         namespaces,

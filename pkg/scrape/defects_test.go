@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
@@ -172,25 +173,36 @@ func countRequests(m *Manager) *countingTransport {
 }
 
 func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	url := req.URL.String()
+	url, host := req.URL.String(), req.URL.Host
 	c.mu.Lock()
 	c.total[url]++
 	c.inFlight[url]++
 	c.maxSeen[url] = max(c.maxSeen[url], c.inFlight[url])
+	c.inFlight[host]++ // hosts and URLs never collide: URLs have a scheme
+	c.maxSeen[host] = max(c.maxSeen[host], c.inFlight[host])
 	c.mu.Unlock()
 	resp, err := c.next.RoundTrip(req)
 	if err != nil {
-		c.done(url)
+		c.done(url, host)
 		return nil, err
 	}
-	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { c.done(url) }}
+	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { c.done(url, host) }}
 	return resp, nil
 }
 
-func (c *countingTransport) done(url string) {
+func (c *countingTransport) done(url, host string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inFlight[url]--
+	c.inFlight[host]--
+}
+
+// maxForHost is the most requests that were in flight at once to host
+// (host:port), over all its URLs.
+func (c *countingTransport) maxForHost(host string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxSeen[host]
 }
 
 func (c *countingTransport) stats(url string) (maxSeen, total int) {
@@ -283,5 +295,55 @@ func TestDefect5_OnDemandScrapesOwnPool(t *testing.T) {
 				t.Fatalf("hanging pod %s record %d succeeded", tg.Pod, i)
 			}
 		}
+	}
+}
+
+// TestNamespaceShare_HangingNamespaceCannotStallOthers: a namespace whose
+// pages all hang holds at most its share of the loop workers, so a healthy
+// target in another namespace keeps its scrape rate. Without the share, the
+// hanging loops take every worker for a whole timeout each interval.
+func TestNamespaceShare_HangingNamespaceCannotStallOthers(t *testing.T) {
+	t.Parallel()
+	const (
+		interval = 200 * time.Millisecond
+		window   = 3 * time.Second
+		hanging  = 32
+	)
+	healthy := pageServer(t, simplePage(1))
+	hang := hangingServer(t)
+	ts := []Target{{Pod: types.NamespacedName{Namespace: "victim", Name: "good"}, URL: healthy.URL}}
+	for i := range hanging {
+		ts = append(ts, Target{Pod: types.NamespacedName{Namespace: "tenant", Name: fmt.Sprint("hang-", i)}, URL: fmt.Sprintf("%s/hang-%d", hang.URL, i)})
+	}
+
+	sink := newRecordingSink()
+	cfg := testConfig()
+	cfg.Interval, cfg.Timeout, cfg.Jitter = interval, interval, 0
+	cfg.Concurrency, cfg.NamespaceConcurrency = 4, 2
+	m, err := NewManager(cfg, sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := countRequests(m)
+	m.SetTargets(ts)
+	stop := startManager(t, m)
+	good := ts[0].Pod
+	waitFor(t, "the healthy target's first scrape", func() bool { return len(sink.get(good)) > 0 })
+	before := len(sink.get(good))
+	time.Sleep(window)
+	got := len(sink.get(good)) - before
+	stop()
+	hangTotal := 0
+	for _, tg := range ts[1:] {
+		_, n := requests.stats(tg.URL)
+		hangTotal += n
+	}
+	t.Logf("healthy target scraped %d times in %v; hanging pods' requests in flight at most %d, %d in all", got, window, requests.maxForHost(hang.Listener.Addr().String()), hangTotal)
+
+	if want := int(window / interval); float64(got) < 0.6*float64(want) {
+		t.Errorf("healthy target scraped %d times in %v beside %d hanging pods of another namespace, want at least 0.6 × %d", got, window, hanging, want)
+	}
+	if inFlight := requests.maxForHost(hang.Listener.Addr().String()); inFlight > cfg.NamespaceConcurrency {
+		t.Errorf("the hanging namespace had %d scrapes in flight at once, want at most its share %d", inFlight, cfg.NamespaceConcurrency)
 	}
 }

@@ -19,8 +19,9 @@ import (
 )
 
 // Manager runs the scrape loops of a set of targets through a pool of
-// Config.Concurrency workers, and on-demand scrapes (ScrapeNow) through a
-// pool of its own of Config.FirstConcurrency workers.
+// Config.Concurrency workers, of which one namespace's loops hold at most
+// Config.NamespaceConcurrency at once, and on-demand scrapes (ScrapeNow)
+// through a pool of its own of Config.FirstConcurrency workers.
 type Manager struct {
 	cfg  Config
 	sink Sink
@@ -33,6 +34,8 @@ type Manager struct {
 	workers chan *worker
 	// firstWorkers is the same for on-demand scrapes.
 	firstWorkers chan *worker
+	// share caps the loop workers one namespace holds at once.
+	share *namespaceShare
 
 	// flights holds the on-demand scrape in flight of each pod, if any: at
 	// most one per pod; a second ScrapeNow of the pod waits for it.
@@ -75,6 +78,7 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 		metrics:      met,
 		workers:      make(chan *worker, cfg.Concurrency),
 		firstWorkers: make(chan *worker, cfg.FirstConcurrency),
+		share:        newNamespaceShare(cfg.namespaceConcurrency()),
 		flights:      map[types.NamespacedName]chan struct{}{},
 		targets:      map[types.NamespacedName]Target{},
 		loops:        map[types.NamespacedName]*loop{},
@@ -193,7 +197,7 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 	defer ticker.Stop()
 	lastReason := ""
 	for {
-		ok, err := m.scrapeOnce(ctx, m.workers, t, req, reqErr, false)
+		ok, err := m.loopScrape(ctx, t, req, reqErr)
 		if ok {
 			// Log changes of state only; every failure is in the metrics.
 			if reason := ReasonOf(err); reason != lastReason && reason != ReasonCanceled {
@@ -211,6 +215,17 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// loopScrape is one scrape of a loop: it waits for a slot of the target's
+// namespace, then for a loop worker.
+func (m *Manager) loopScrape(ctx context.Context, t Target, req *http.Request, reqErr error) (bool, error) {
+	release, ok := m.share.acquire(ctx, t.Pod.Namespace)
+	if !ok {
+		return false, nil
+	}
+	defer release()
+	return m.scrapeOnce(ctx, m.workers, t, req, reqErr, false)
 }
 
 // ScrapeNow scrapes ts once, concurrently through the on-demand pool (never

@@ -1,6 +1,8 @@
 // Package scrape owns fetching model servers' /metrics pages: one background
 // loop per target at a fixed interval with a random start delay, a bounded
-// pool of workers shared by all loops, a second small pool for on-demand
+// pool of workers shared by all loops (one namespace's loops hold at most a
+// share of it, so one tenant's hanging pages cannot stall the others' scrapes),
+// a second small pool for on-demand
 // scrapes (ScrapeNow), per-request timeouts, a body-size limit, one
 // keep-alive HTTP client that never follows redirects, and gzip. Each fetched
 // page is parsed with pkg/parse, within the scrape's deadline, and handed to
@@ -80,6 +82,11 @@ type Config struct {
 	// hangs holds one worker for at most Timeout. Size it so that targets ×
 	// typical scrape time fits in Interval × Concurrency.
 	Concurrency int
+	// NamespaceConcurrency is the most loop workers the targets of one
+	// namespace may hold at once, so that one namespace's slow or hanging
+	// pages cannot take every worker from the others; its other loops wait
+	// without holding a worker. 0 means half of Concurrency (at least 1).
+	NamespaceConcurrency int
 	// FirstConcurrency is the number of on-demand scrapes (ScrapeNow) that
 	// may run at once: a pool of its own, so on-demand scrapes never take a
 	// loop worker and cannot starve the loops.
@@ -99,6 +106,14 @@ type Config struct {
 	// Servers are the servers the workers' parsers know: the built-in ones
 	// and the custom ones of --server-config. nil means the built-in ones.
 	Servers *parse.Servers
+}
+
+// namespaceConcurrency is NamespaceConcurrency with its default applied.
+func (c Config) namespaceConcurrency() int {
+	if c.NamespaceConcurrency > 0 {
+		return c.NamespaceConcurrency
+	}
+	return max(1, c.Concurrency/2)
 }
 
 // RetainBufferSize is the largest body buffer a worker keeps from one
@@ -133,6 +148,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maximum body size must be positive, got %d", c.MaxBodySize)
 	case c.Concurrency <= 0:
 		return fmt.Errorf("scrape concurrency must be positive, got %d", c.Concurrency)
+	case c.NamespaceConcurrency < 0 || c.NamespaceConcurrency > c.Concurrency:
+		return fmt.Errorf("per-namespace scrape concurrency must be in [0, %d] (the scrape concurrency), got %d", c.Concurrency, c.NamespaceConcurrency)
 	case c.FirstConcurrency <= 0:
 		return fmt.Errorf("first-scrape concurrency must be positive, got %d", c.FirstConcurrency)
 	case !(c.Jitter >= 0 && c.Jitter <= 1): // also rejects NaN

@@ -1,0 +1,57 @@
+package scrape
+
+import (
+	"context"
+	"sync"
+)
+
+// namespaceShare caps how many loop workers the targets of one namespace
+// hold at once. A loop takes a slot of its namespace before it takes a
+// worker, so loops waiting for their namespace hold no worker, and a
+// namespace full of hanging pages leaves the other workers to everyone else.
+type namespaceShare struct {
+	limit int
+
+	mu    sync.Mutex
+	slots map[string]*nsSlots // only namespaces with loops holding or waiting
+}
+
+type nsSlots struct {
+	sem   chan struct{}
+	users int // loops holding or waiting for a slot
+}
+
+func newNamespaceShare(limit int) *namespaceShare {
+	return &namespaceShare{limit: limit, slots: map[string]*nsSlots{}}
+}
+
+// acquire waits for a slot of namespace ns, or for ctx to end (then ok is
+// false). release must be called once when the scrape is over.
+func (s *namespaceShare) acquire(ctx context.Context, ns string) (release func(), ok bool) {
+	s.mu.Lock()
+	n := s.slots[ns]
+	if n == nil {
+		n = &nsSlots{sem: make(chan struct{}, s.limit)}
+		s.slots[ns] = n
+	}
+	n.users++
+	s.mu.Unlock()
+	select {
+	case n.sem <- struct{}{}:
+		return func() {
+			<-n.sem
+			s.leave(ns, n)
+		}, true
+	case <-ctx.Done():
+		s.leave(ns, n)
+		return nil, false
+	}
+}
+
+func (s *namespaceShare) leave(ns string, n *nsSlots) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n.users--; n.users == 0 {
+		delete(s.slots, ns)
+	}
+}
