@@ -26,6 +26,8 @@ func TestValidate(t *testing.T) {
 		{name: "tiny body limit", args: []string{"--max-body-size=10"}, wantErr: []string{"--max-body-size must be at least 1024 bytes"}},
 		{name: "no concurrency", args: []string{"--scrape-concurrency=0"}, wantErr: []string{"--scrape-concurrency must be at least 1"}},
 		{name: "no first-scrape concurrency", args: []string{"--first-scrape-concurrency=0"}, wantErr: []string{"--first-scrape-concurrency must be at least 1"}},
+		{name: "namespace share over the pool", args: []string{"--scrape-concurrency=8", "--scrape-concurrency-per-namespace=9"}, wantErr: []string{"--scrape-concurrency-per-namespace must be between 0 and --scrape-concurrency (8), got 9"}},
+		{name: "negative namespace share", args: []string{"--scrape-concurrency-per-namespace=-1"}, wantErr: []string{"--scrape-concurrency-per-namespace must be between 0"}},
 		{name: "negative shutdown delay", args: []string{"--shutdown-delay=-1s"}, wantErr: []string{"--shutdown-delay must be between 0 and 5m"}},
 		{name: "no shutdown delay", args: []string{"--shutdown-delay=0"}},
 		{name: "empty namespace entry", args: []string{"--namespaces=a,,b"}, wantErr: []string{"--namespaces has an empty entry"}},
