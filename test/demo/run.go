@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,7 +38,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return fmt.Errorf("create log: %w", err)
 	}
 	defer logFile.Close()
-	if err := logTo(logFile); err != nil {
+	if err := framework.LogTo(logFile); err != nil {
 		return err
 	}
 	defer klog.Flush()
@@ -245,18 +244,4 @@ func teardown(e *framework.Environment, failed bool, say func(string, ...any)) e
 		errs = append(errs, fmt.Errorf("remove %s: %w", e.Dir, err))
 	}
 	return errors.Join(errs...)
-}
-
-// logTo sends klog's output (the harness's and client-go's) to w only,
-// so that the table stays readable.
-func logTo(w io.Writer) error {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	for k, v := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
-		if err := fs.Set(k, v); err != nil {
-			return fmt.Errorf("klog flag %s: %w", k, err)
-		}
-	}
-	klog.SetOutput(w)
-	return nil
 }

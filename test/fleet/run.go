@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -57,7 +56,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return fmt.Errorf("create log: %w", err)
 	}
 	defer logFile.Close()
-	if err := logTo(logFile); err != nil {
+	if err := framework.LogTo(logFile); err != nil {
 		return err
 	}
 	defer klog.Flush()
@@ -242,18 +241,4 @@ func (e *env) teardown(say func(string, ...any)) error {
 		errs = append(errs, e.cp.Stop())
 	}
 	return errors.Join(errs...)
-}
-
-// logTo sends klog's output (the harness's and client-go's) to w only, so
-// that the table stays readable.
-func logTo(w io.Writer) error {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	for k, v := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
-		if err := fs.Set(k, v); err != nil {
-			return fmt.Errorf("klog flag %s: %w", k, err)
-		}
-	}
-	klog.SetOutput(w)
-	return nil
 }
