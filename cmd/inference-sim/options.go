@@ -18,6 +18,7 @@ import (
 
 // options are the command-line flags of inference-sim.
 type options struct {
+	profile         string
 	listen          string
 	shutdownTimeout time.Duration
 	sim             sim.Config
@@ -31,6 +32,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("inference-sim", pflag.ContinueOnError)
 	fs.SortFlags = false
 	c := &o.sim
+	fs.StringVar(&o.profile, "profile", o.profile, "Calibrated model profile ("+strings.Join(sim.ProfileNames(), ", ")+"): sets the model name, the batch and KV limits and a step time measured on that GPU, in place of the linear step model; flags given explicitly still override the limits. Empty: the linear model of the flags below.")
 	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the OpenAI API and /metrics on, host:port (e.g. 127.0.0.5:8000).")
 	fs.StringVar(&c.Model, "model", c.Model, "Served model name: the API's model id and the metrics' model_name label. Several comma-separated names serve several models, each with its own engine and series (vllm-v1 and sglang only).")
 	fs.StringVar(&c.MetricsFormat, "metrics-format", c.MetricsFormat, "Shape of /metrics: one of "+strings.Join(sim.Formats, ", ")+".")
@@ -43,6 +45,7 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&c.PrefillPerToken, "prefill-time-per-token", c.PrefillPerToken, "Step time added per prompt token computed in the step.")
 	fs.DurationVar(&c.StepBase, "decode-time-base", c.StepBase, "Fixed time of one engine step.")
 	fs.DurationVar(&c.StepPerSeq, "decode-time-per-seq", c.StepPerSeq, "Step time added per request in the step's batch.")
+	fs.DurationVar(&c.LoadTime, "load-time", c.LoadTime, "Simulated time the server spends loading the model after it starts: until then /health, /metrics and the API answer 503.")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "Run simulated time this many times faster than the wall clock; metrics stay in simulated seconds.")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "Seed of the generated text.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "On SIGTERM or SIGINT, how long to let in-flight requests finish.")
@@ -63,12 +66,34 @@ func (o *options) validate() error {
 	return errors.Join(errs...)
 }
 
-// run parses args, validates them and serves until ctx is done.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// parse parses args. With --profile, the profile's values become the
+// defaults and args are parsed again over them, so that explicit flags win.
+func parse(args []string, stdout io.Writer) (*options, bool, error) {
 	o := newOptions()
 	fs := o.flags()
 	fs.SetOutput(stdout)
 	if done, err := cli.Parse(fs, args); done || err != nil {
+		return o, done, err
+	}
+	if o.profile == "" {
+		return o, false, nil
+	}
+	p, err := sim.LookupProfile(o.profile)
+	if err != nil {
+		return o, false, fmt.Errorf("profile: %w", err)
+	}
+	o = newOptions()
+	o.sim = p.Apply(o.sim)
+	fs = o.flags()
+	fs.SetOutput(stdout)
+	done, err := cli.Parse(fs, args)
+	return o, done, err
+}
+
+// run parses args, validates them and serves until ctx is done.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	o, done, err := parse(args, stdout)
+	if done || err != nil {
 		return err
 	}
 	if err := o.validate(); err != nil {
@@ -83,6 +108,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("listening: %w", err)
 	}
 	klog.InfoS("Serving", "address", ln.Addr().String(), "models", o.sim.ModelNames(), "metricsFormat", o.sim.MetricsFormat,
-		"timeScale", o.sim.TimeScale, "capacityAt512x128", o.sim.Capacity(512, 128))
+		"timeScale", o.sim.TimeScale, "profile", o.profile, "loadTime", o.sim.LoadTime, "capacityAt512x128", o.sim.Capacity(512, 128))
 	return srv.Serve(ctx, ln, o.shutdownTimeout)
 }

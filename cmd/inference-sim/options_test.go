@@ -71,3 +71,40 @@ func TestDocsListTheFlags(t *testing.T) {
 		t.Errorf("docs flag block differs from --help; want:\n%s\ngot:\n%s", want, block)
 	}
 }
+
+func TestParseProfile(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        []string
+		wantSeqs    int
+		wantCurve   bool
+		wantErr     string
+		wantProfile string
+	}{
+		{name: "no profile: the linear model", args: nil, wantSeqs: 256},
+		{name: "profile sets the limits and the curve", args: []string{"--profile", "llama-3-8b-a100"}, wantSeqs: 256, wantCurve: true, wantProfile: "llama-3-8b-a100"},
+		{name: "an explicit flag overrides the profile", args: []string{"--max-num-seqs", "32", "--profile", "llama-3-8b-a100"}, wantSeqs: 32, wantCurve: true, wantProfile: "llama-3-8b-a100"},
+		{name: "unknown profile", args: []string{"--profile", "gpt-5-tpu"}, wantErr: `unknown profile "gpt-5-tpu"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			o, done, err := parse(tc.args, &out)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parse = %v, want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || done {
+				t.Fatalf("parse = done %v, %v", done, err)
+			}
+			if o.sim.MaxNumSeqs != tc.wantSeqs || (len(o.sim.StepCurve) > 0) != tc.wantCurve || o.sim.Profile != tc.wantProfile {
+				t.Errorf("max-num-seqs %d, curve %v, profile %q; want %d, %v, %q", o.sim.MaxNumSeqs, len(o.sim.StepCurve) > 0, o.sim.Profile, tc.wantSeqs, tc.wantCurve, tc.wantProfile)
+			}
+			if err := o.validate(); err != nil {
+				t.Errorf("validate: %v", err)
+			}
+		})
+	}
+}

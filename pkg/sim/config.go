@@ -65,6 +65,20 @@ type Config struct {
 	// Engine is the value of the engine label (vLLM V1 data-parallel rank)
 	// of a single-model server; with several models, model i's engine is "i".
 	Engine string
+	// Profile names the Profile applied, if any (informational).
+	Profile string
+	// StepCurve, when set, replaces the linear step model: a step's time is
+	// the curve interpolated at its batched tokens (decode plus prefill),
+	// plus KVReadPerToken per token of context its requests hold.
+	// StepBase, StepPerSeq and PrefillPerToken are then unused.
+	StepCurve []StepPoint
+	// KVReadPerToken is the attention time per token of context in a step
+	// (with StepCurve only).
+	KVReadPerToken time.Duration
+	// LoadTime is how long, in simulated time, the server loads its model
+	// after starting: until then /health answers 503 and no request is
+	// served.
+	LoadTime time.Duration
 }
 
 // DefaultConfig returns the defaults of the inference-sim flags: a single
@@ -115,6 +129,10 @@ func (c Config) Validate() error {
 	}
 	if c.PrefillPerToken < 0 || c.StepPerSeq < 0 {
 		errs = append(errs, errors.New("prefill-time-per-token and decode-time-per-seq must not be negative"))
+	}
+	errs = append(errs, c.validateCurve()...)
+	if c.LoadTime < 0 {
+		errs = append(errs, fmt.Errorf("load-time must not be negative, got %s", c.LoadTime))
 	}
 	if c.StepBase <= 0 {
 		errs = append(errs, fmt.Errorf("decode-time-base must be positive, got %s", c.StepBase))
@@ -170,6 +188,44 @@ func validFormat(f string) bool {
 	return false
 }
 
+func (c Config) validateCurve() []error {
+	var errs []error
+	for i, p := range c.StepCurve {
+		if p.Tokens < 1 || p.Time <= 0 {
+			errs = append(errs, fmt.Errorf("step curve point %d (%d tokens, %s) must have at least 1 token and a positive time", i, p.Tokens, p.Time))
+		}
+		if i > 0 && p.Tokens <= c.StepCurve[i-1].Tokens {
+			errs = append(errs, fmt.Errorf("step curve point %d: tokens must increase, got %d after %d", i, p.Tokens, c.StepCurve[i-1].Tokens))
+		}
+	}
+	if c.KVReadPerToken < 0 {
+		errs = append(errs, fmt.Errorf("KV read time per token must not be negative, got %s", c.KVReadPerToken))
+	}
+	return errs
+}
+
+// StepTime is the simulated length of one engine step that schedules seqs
+// requests, computes tokens batched tokens of which prefillTokens are prompt
+// tokens, for requests that hold contextTokens tokens of KV cache together.
+// With a StepCurve it is
+//
+//	curve(tokens) + KVReadPerToken × contextTokens
+//
+// and otherwise the linear StepDuration(seqs, prefillTokens).
+func (c Config) StepTime(seqs, tokens, prefillTokens, contextTokens int) time.Duration {
+	if len(c.StepCurve) == 0 {
+		return c.StepDuration(seqs, prefillTokens)
+	}
+	return time.Duration(c.stepSeconds(float64(seqs), float64(tokens), float64(prefillTokens), float64(contextTokens)) * float64(time.Second))
+}
+
+func (c Config) stepSeconds(seqs, tokens, prefill, context float64) float64 {
+	if len(c.StepCurve) == 0 {
+		return c.StepBase.Seconds() + c.StepPerSeq.Seconds()*seqs + c.PrefillPerToken.Seconds()*prefill
+	}
+	return curveTime(c.StepCurve, tokens) + c.KVReadPerToken.Seconds()*context
+}
+
 // StepDuration is the simulated length of one engine step that schedules
 // seqs requests and computes prefillTokens prompt tokens (decode tokens are
 // counted in seqs):
@@ -200,6 +256,10 @@ func (c Config) MaxBatch(promptLen, outputLen int) int {
 //
 //	capacity = B / (outputLen × (StepBase + StepPerSeq × B) + PrefillPerToken × promptLen × B)
 //
+// With a StepCurve the step computes B + promptLen × B/outputLen tokens
+// for requests holding B × (promptLen + outputLen/2) tokens of context on
+// average, and capacity = B / (outputLen × StepTime of that step).
+//
 // Multiply by TimeScale for requests per wall-clock second. It ignores the per-step token budget
 // (chunked prefill), which only matters when B + prefill tokens per step
 // exceed MaxNumBatchedTokens.
@@ -211,9 +271,10 @@ func (c Config) Capacity(promptLen, outputLen int) float64 {
 	if b < 1 {
 		return 0
 	}
-	step := float64(outputLen)*(c.StepBase.Seconds()+c.StepPerSeq.Seconds()*b) +
-		c.PrefillPerToken.Seconds()*float64(promptLen)*b
-	return b / step
+	prefill := float64(promptLen) * b / float64(outputLen)
+	context := b * (float64(promptLen) + float64(outputLen)/2)
+	step := c.stepSeconds(b, b+prefill, prefill, context)
+	return b / (float64(outputLen) * step)
 }
 
 func blocksFor(tokens, blockSize int) int {

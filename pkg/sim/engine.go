@@ -34,6 +34,62 @@ type Engine struct {
 	running    []*seq // scheduling order; the last is preempted first
 	usedBlocks int
 	sched      []scheduled
+
+	busyMu sync.Mutex
+	busy   busyState
+}
+
+// busyState accounts the time the engine's simulated GPU spends in steps.
+type busyState struct {
+	done, smDone       time.Duration // busy time (and busy × fullness) of finished steps
+	stepStart, stepEnd time.Duration // the step in progress, if stepEnd > stepStart
+	fullness           float64       // of the step in progress
+}
+
+// Busy is a reading of the engine's busy-time counters, in simulated time
+// since the engine started.
+type Busy struct {
+	// Now is the simulated time of the reading.
+	Now time.Duration
+	// Busy is the time spent in engine steps: what NVML's utilization
+	// counts (a kernel was running).
+	Busy time.Duration
+	// SMBusy is Busy weighted by each step's fullness: the larger of its
+	// requests over max-num-seqs and its batched tokens over
+	// max-num-batched-tokens, a stand-in for SM activity.
+	SMBusy time.Duration
+}
+
+// Busy reads the busy-time counters at the clock's current time.
+func (e *Engine) Busy() Busy {
+	now := e.clock.Now()
+	e.busyMu.Lock()
+	b := e.busy
+	e.busyMu.Unlock()
+	out := Busy{Now: now, Busy: b.done, SMBusy: b.smDone}
+	if b.stepEnd > b.stepStart && now > b.stepStart {
+		in := min(now, b.stepEnd) - b.stepStart
+		out.Busy += in
+		out.SMBusy += time.Duration(float64(in) * b.fullness)
+	}
+	return out
+}
+
+// stepping records that a step of fullness runs from start to end.
+func (e *Engine) stepping(start, end time.Duration, fullness float64) {
+	e.busyMu.Lock()
+	e.busy.stepStart, e.busy.stepEnd, e.busy.fullness = start, end, fullness
+	e.busyMu.Unlock()
+}
+
+// stepped records that the step in progress finished.
+func (e *Engine) stepped() {
+	e.busyMu.Lock()
+	d := e.busy.stepEnd - e.busy.stepStart
+	e.busy.done += d
+	e.busy.smDone += time.Duration(float64(d) * e.busy.fullness)
+	e.busy.stepStart, e.busy.stepEnd = 0, 0
+	e.busyMu.Unlock()
 }
 
 type scheduled struct {
@@ -160,9 +216,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		d := e.schedule(now)
 		end := now + d
+		e.stepping(now, end, e.fullness())
 		if err := e.clock.SleepUntil(ctx, end); err != nil {
 			return nil
 		}
+		e.stepped()
 		e.commit(end)
 		now = end
 	}
@@ -281,7 +339,23 @@ func (e *Engine) schedule(now time.Duration) time.Duration {
 		budget -= n
 		prefill += n
 	}
-	return e.cfg.StepDuration(len(e.sched), prefill)
+	tokens, context := 0, 0
+	for _, sc := range e.sched {
+		tokens += sc.n
+		context += sc.s.computed + sc.n
+	}
+	return e.cfg.StepTime(len(e.sched), tokens, prefill, context)
+}
+
+// fullness is how full the planned step is: the larger of its requests
+// over max-num-seqs and its tokens over max-num-batched-tokens, at most 1.
+func (e *Engine) fullness() float64 {
+	tokens := 0
+	for _, sc := range e.sched {
+		tokens += sc.n
+	}
+	f := max(float64(len(e.sched))/float64(e.cfg.MaxNumSeqs), float64(tokens)/float64(e.cfg.MaxNumBatchedTokens))
+	return min(f, 1)
 }
 
 func (e *Engine) preempt(s *seq) {

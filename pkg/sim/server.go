@@ -30,6 +30,7 @@ type Server struct {
 	created int64 // unix seconds, for response bodies
 	ids     atomic.Uint64
 	mux     *http.ServeMux
+	clock   Clock
 }
 
 // served is one model of the server with its own engine.
@@ -48,7 +49,7 @@ func NewServer(cfg Config, clock Clock) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	now := time.Now()
-	s := &Server{cfg: cfg, byName: map[string]*served{}, reg: reg, created: now.Unix(), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, byName: map[string]*served{}, reg: reg, created: now.Unix(), mux: http.NewServeMux(), clock: clock}
 	names := cfg.ModelNames()
 	for i, name := range names {
 		mcfg := cfg
@@ -64,13 +65,59 @@ func NewServer(cfg Config, clock Clock) (*Server, error) {
 		s.models = append(s.models, sv)
 		s.byName[name] = sv
 	}
-	s.mux.HandleFunc("GET /v1/models", s.listModels)
-	s.mux.HandleFunc("POST /v1/completions", s.completions)
-	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
-	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.mux.Handle("GET /v1/models", s.whenLoaded(http.HandlerFunc(s.listModels)))
+	s.mux.Handle("POST /v1/completions", s.whenLoaded(http.HandlerFunc(s.completions)))
+	s.mux.Handle("POST /v1/chat/completions", s.whenLoaded(http.HandlerFunc(s.chatCompletions)))
+	s.mux.Handle("GET /health", s.whenLoaded(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })))
+	s.mux.Handle("GET /metrics", s.whenLoaded(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	s.mux.HandleFunc("GET /sim/busy", s.busy)
 	return s, nil
 }
+
+// Loaded reports whether the model has loaded: LoadTime of simulated time
+// has passed since the clock started.
+func (s *Server) Loaded() bool { return s.clock.Now() >= s.cfg.LoadTime }
+
+// whenLoaded answers 503 until the model has loaded, as a real server
+// serves nothing (vLLM does not even listen) while it loads its weights.
+func (s *Server) whenLoaded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.Loaded() {
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("loading the model (%s of simulated time)", s.cfg.LoadTime))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// BusyReading is the body of GET /sim/busy: the simulated GPU's busy time
+// since the server started, for a fake NVML backend that reads utilization
+// the way NVML measures it. Not part of any real server's API.
+type BusyReading struct {
+	// NowSeconds is the simulated time of the reading since the start.
+	NowSeconds float64 `json:"now_seconds"`
+	// BusySeconds is the simulated time spent in engine steps (all models'
+	// engines together).
+	BusySeconds float64 `json:"busy_seconds"`
+	// SMBusySeconds is BusySeconds weighted by each step's fullness.
+	SMBusySeconds float64 `json:"sm_busy_seconds"`
+	// Loaded says whether the model has loaded.
+	Loaded bool `json:"loaded"`
+}
+
+// Busy reads the busy time of every engine together.
+func (s *Server) Busy() BusyReading {
+	out := BusyReading{Loaded: s.Loaded()}
+	for _, m := range s.models {
+		b := m.engine.Busy()
+		out.NowSeconds = max(out.NowSeconds, b.Now.Seconds())
+		out.BusySeconds += b.Busy.Seconds()
+		out.SMBusySeconds += b.SMBusy.Seconds()
+	}
+	return out
+}
+
+func (s *Server) busy(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Busy()) }
 
 // Handler is the server's HTTP API.
 func (s *Server) Handler() http.Handler { return s.mux }
