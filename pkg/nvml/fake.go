@@ -2,6 +2,7 @@ package nvml
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 // FOR TESTING ONLY. The fake backends below stand in for a node's GPUs so that
 // the agent binary can run where there are none (the e2e suite, a demo).
-// They are built on go-nvml's mock package and report fixed values.
+// They are built on go-nvml's mock package and report fixed values, except
+// the "sim" backend (fakesim.go), whose GPUs follow inference-sim processes.
 
 // fakeProfile describes one fake node: its GPUs and what they report.
 type fakeProfile struct {
@@ -46,6 +48,7 @@ func FakeProfiles() []string {
 	for name := range fakeProfiles {
 		names = append(names, name)
 	}
+	names = append(names, FakeSimProfile)
 	slices.Sort(names)
 	return names
 }
@@ -58,14 +61,22 @@ func FakeUUID(profile string, i int) string {
 
 // NewFakeReader returns a Reader over a fake NVML backend, FOR TESTING ONLY.
 // Its Backend is "testing-fake-nvml/<profile>". now is the clock that spaces
-// GPM samples; nil means time.Now.
+// GPM samples; nil means time.Now. The "sim" profile reads its device map
+// from the file named by the environment variable FakeSimGPUsEnv.
 func NewFakeReader(profile string, now func() time.Time) (*Reader, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if profile == FakeSimProfile {
+		path := os.Getenv(FakeSimGPUsEnv)
+		if path == "" {
+			return nil, fmt.Errorf("fake NVML profile %q needs %s, the path of its device map", profile, FakeSimGPUsEnv)
+		}
+		return newReader(newSimFake(path), "testing-fake-nvml/"+profile, now), nil
+	}
 	p, ok := fakeProfiles[profile]
 	if !ok {
 		return nil, fmt.Errorf("unknown fake NVML profile %q (known: %v)", profile, FakeProfiles())
-	}
-	if now == nil {
-		now = time.Now
 	}
 	return newReader(newFake(profile, p), "testing-fake-nvml/"+profile, now), nil
 }

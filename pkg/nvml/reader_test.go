@@ -390,8 +390,8 @@ func TestFakeProfiles(t *testing.T) {
 		{"no-gpus", ReasonNoGPUs, 0, 0},
 		{"no-library", ReasonLibraryNotFound, 0, 0},
 	}
-	if got := len(FakeProfiles()); got != len(tests) {
-		t.Errorf("%d profiles, %d tested", got, len(tests))
+	if got := len(FakeProfiles()); got != len(tests)+1 { // +1: sim, in TestFakeSim
+		t.Errorf("%d profiles, %d tested", got, len(tests)+1)
 	}
 	for _, tt := range tests {
 		t.Run(tt.profile, func(t *testing.T) {
