@@ -57,8 +57,10 @@ type ControlPlane struct {
 
 // StartControlPlane starts etcd, kube-apiserver and kube-controller-manager
 // from binDir and waits until they are ready. On error it stops what it
-// started. dir must exist; logs go to dir/logs.
-func StartControlPlane(ctx context.Context, binDir, dir string) (cp *ControlPlane, err error) {
+// started. dir must exist; logs go to dir/logs. kcmArgs follow the
+// harness's kube-controller-manager flags, so they override them (e.g.
+// --horizontal-pod-autoscaler-sync-period for a time-compressed run).
+func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...string) (cp *ControlPlane, err error) {
 	cp = &ControlPlane{Dir: dir, LogDir: filepath.Join(dir, "logs")}
 	defer func() {
 		if err != nil {
@@ -158,7 +160,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string) (cp *ControlPlan
 		return nil, fmt.Errorf("create dynamic client: %w", err)
 	}
 
-	cp.kcm, err = StartProcess("kube-controller-manager", cp.LogDir, filepath.Join(binDir, "kube-controller-manager"), []string{
+	cp.kcm, err = StartProcess("kube-controller-manager", cp.LogDir, filepath.Join(binDir, "kube-controller-manager"), append([]string{
 		"--kubeconfig=" + kcmKubeconfig,
 		"--authentication-kubeconfig=" + kcmKubeconfig,
 		"--authorization-kubeconfig=" + kcmKubeconfig,
@@ -174,7 +176,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string) (cp *ControlPlan
 		"--leader-elect=false",
 		"--profiling=false",
 		"--v=1",
-	}, nil)
+	}, kcmArgs...), nil)
 	if err != nil {
 		return nil, err
 	}

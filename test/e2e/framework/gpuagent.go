@@ -1,12 +1,15 @@
 package framework
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
@@ -44,11 +47,17 @@ const defaultGPUAgentPort = 9410
 // server, as the device plugin and the kubelet do together.
 type gpuDevices struct {
 	srv *podresourcestest.Server
+	// profile is the fake NVML profile the node's agent runs, which names
+	// the GPUs' UUIDs; mapFile, for the "sim" profile, is where the
+	// UUID -> simulator URL map is written (see UseSimGPUs).
+	profile string
+	mapFile string
 
 	mu   sync.Mutex
 	free []int                                   // device indexes not allocated
 	held map[string]*podresourcesv1.PodResources // by namespace/name
 	idx  map[string][]int                        // device indexes by namespace/name
+	urls map[string]string                       // the pod's server URL by namespace/name
 }
 
 // startGPUDevices serves the pod-resources API on dir/kubelet.sock.
@@ -57,7 +66,7 @@ func startGPUDevices(dir string) (*gpuDevices, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet stand-in: pod-resources server: %w", err)
 	}
-	g := &gpuDevices{srv: srv, held: map[string]*podresourcesv1.PodResources{}, idx: map[string][]int{}}
+	g := &gpuDevices{srv: srv, profile: FakeGPUProfile, held: map[string]*podresourcesv1.PodResources{}, idx: map[string][]int{}, urls: map[string]string{}}
 	for i := range FakeGPUs {
 		g.free = append(g.free, i)
 	}
@@ -83,8 +92,9 @@ func podGPURequests(pod *corev1.Pod) (map[string]int, int) {
 // allocate gives pod's containers the GPUs they request, lowest free index
 // first, and publishes them. It returns the UUIDs, none when the pod
 // requests no GPUs, and an error when too few are free (the pod then
-// stays Pending, as a kubelet would refuse to admit it).
-func (g *gpuDevices) allocate(key string, pod *corev1.Pod) ([]string, error) {
+// stays Pending, as a kubelet would refuse to admit it). url is the pod's
+// server, which the "sim" profile's GPUs follow.
+func (g *gpuDevices) allocate(key string, pod *corev1.Pod, url string) ([]string, error) {
 	req, total := podGPURequests(pod)
 	if total == 0 {
 		return nil, nil
@@ -107,7 +117,7 @@ func (g *gpuDevices) allocate(key string, pod *corev1.Pod) ([]string, error) {
 		}
 		ids := make([]string, 0, n)
 		for _, i := range g.free[:n] {
-			ids = append(ids, nvml.FakeUUID(FakeGPUProfile, i))
+			ids = append(ids, nvml.FakeUUID(g.profile, i))
 		}
 		taken = append(taken, g.free[:n]...)
 		g.free = g.free[n:]
@@ -119,7 +129,10 @@ func (g *gpuDevices) allocate(key string, pod *corev1.Pod) ([]string, error) {
 	}
 	g.held[key] = pr
 	g.idx[key] = taken
-	g.publishLocked()
+	g.urls[key] = url
+	if err := g.publishLocked(); err != nil {
+		return nil, err
+	}
 	return uuids, nil
 }
 
@@ -134,10 +147,13 @@ func (g *gpuDevices) release(key string) {
 	sort.Ints(g.free)
 	delete(g.held, key)
 	delete(g.idx, key)
-	g.publishLocked()
+	delete(g.urls, key)
+	if err := g.publishLocked(); err != nil {
+		klog.ErrorS(err, "kubelet stand-in: publish GPU allocations", "pod", key)
+	}
 }
 
-func (g *gpuDevices) publishLocked() {
+func (g *gpuDevices) publishLocked() error {
 	keys := make([]string, 0, len(g.held))
 	for k := range g.held {
 		keys = append(keys, k)
@@ -148,6 +164,27 @@ func (g *gpuDevices) publishLocked() {
 		pods = append(pods, g.held[k])
 	}
 	g.srv.SetPods(pods...)
+	if g.mapFile == "" {
+		return nil
+	}
+	m := map[string]string{}
+	for key, idx := range g.idx {
+		for _, i := range idx {
+			m[nvml.FakeUUID(g.profile, i)] = g.urls[key]
+		}
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode the sim GPU map: %w", err)
+	}
+	tmp := g.mapFile + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return fmt.Errorf("write the sim GPU map: %w", err)
+	}
+	if err := os.Rename(tmp, g.mapFile); err != nil {
+		return fmt.Errorf("write the sim GPU map: %w", err)
+	}
+	return nil
 }
 
 func (g *gpuDevices) close() { g.srv.Close() }

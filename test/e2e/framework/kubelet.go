@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -21,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
 )
 
 // SimImage is the container image the kubelet stand-in runs: a pod whose
@@ -37,6 +41,12 @@ const defaultSimPort = 8000
 // literal env values, and reports the pod Running and Ready with that pod
 // IP. It stops the process when the pod goes away. Pods are never bound to
 // a node, so the API server deletes them at once.
+//
+// A container with an HTTP readiness probe is reported Running but not
+// Ready until the probe's path answers 2xx or 3xx; the stand-in probes every
+// 100 ms (faster than a kubelet's 1 s minimum period, so that a
+// time-compressed run is not held back by it), and once Ready a pod stays
+// Ready. Endpoints leaves out pods that are not Ready, as a Service does.
 //
 // After EnableGPUs the node also has FakeGPUs fake GPUs: a pod whose
 // containers request GPUResource gets that many before its process starts,
@@ -67,6 +77,8 @@ type podRunner struct {
 	defaultPort int32
 	// extraArgs follow the container's args and the listen flag.
 	extraArgs []string
+	// env precedes the container's literal env values.
+	env []string
 }
 
 type simPod struct {
@@ -76,7 +88,14 @@ type simPod struct {
 	labels labels.Set
 	proc   *Process
 	killed bool
+	// ready is false until the readiness probe, if any, succeeds; stop
+	// ends the prober when the pod goes away.
+	ready bool
+	stop  chan struct{}
 }
+
+// probeEvery is how often the stand-in runs a readiness probe.
+const probeEvery = 100 * time.Millisecond
 
 // StartKubelet starts the stand-in and waits for its pod cache to sync.
 func StartKubelet(ctx context.Context, client kubernetes.Interface, simBin, logDir string) (*Kubelet, error) {
@@ -157,6 +176,33 @@ func (k *Kubelet) EnableGPUs(agentBin, dir string) error {
 	return nil
 }
 
+// UseSimGPUs makes the node's fake GPUs follow the simulators that hold
+// them: their UUIDs become GPU-fake-sim-<i>, the stand-in writes which
+// simulator holds which GPU to dir/sim-gpus.json as it allocates them, and
+// gpu-agent pods get that path in the environment, so that an agent run
+// with --testing-fake-nvml=sim reads each GPU's utilization and SM activity
+// from its simulator's busy time. Call it after EnableGPUs, before any pod
+// holds a GPU.
+func (k *Kubelet) UseSimGPUs(dir string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.gpus == nil {
+		return errors.New("kubelet stand-in: UseSimGPUs before EnableGPUs")
+	}
+	g := k.gpus
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.held) > 0 {
+		return errors.New("kubelet stand-in: UseSimGPUs after GPUs were allocated")
+	}
+	g.profile = nvml.FakeSimProfile
+	g.mapFile = filepath.Join(dir, "sim-gpus.json")
+	r := k.runners[GPUAgentImage]
+	r.env = append(r.env, nvml.FakeSimGPUsEnv+"="+g.mapFile)
+	k.runners[GPUAgentImage] = r
+	return g.publishLocked()
+}
+
 // Stop stops the workers, every process and the pod-resources server.
 func (k *Kubelet) Stop() error {
 	k.cancel()
@@ -176,14 +222,15 @@ func (k *Kubelet) Stop() error {
 
 // Endpoints returns the base URLs (http://IP:port) of the live simulators
 // of pods in namespace that match selector, sorted. Pods whose simulator was
-// killed are left out, as a Service would after a failed readiness probe.
+// killed are left out, as a Service would after a failed readiness probe,
+// and so are pods whose readiness probe has not succeeded yet.
 func (k *Kubelet) Endpoints(namespace string, selector labels.Selector) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []string
 	for key, sp := range k.pods {
 		ns, _, _ := cache.SplitMetaNamespaceKey(key)
-		if ns != namespace || sp.killed || !selector.Matches(sp.labels) {
+		if ns != namespace || sp.killed || !sp.ready || !selector.Matches(sp.labels) {
 			continue
 		}
 		if exited, _ := sp.proc.Exited(); exited {
@@ -274,10 +321,79 @@ func (k *Kubelet) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == sp.ip {
+	k.mu.Lock()
+	ready := sp.ready
+	k.mu.Unlock()
+	if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == sp.ip && podReady(pod) == ready {
 		return nil
 	}
-	return k.reportRunning(ctx, pod, sp)
+	return k.reportRunning(ctx, pod, sp, ready)
+}
+
+// podReady reports whether pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// probeURL is the URL of c's HTTP readiness probe at ip, and false when c
+// has none.
+func probeURL(c corev1.Container, ip string, port int32) (string, bool) {
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil {
+		return "", false
+	}
+	g := c.ReadinessProbe.HTTPGet
+	if p := g.Port; p.IntValue() > 0 {
+		port = int32(p.IntValue())
+	} else if p.StrVal != "" {
+		for _, cp := range c.Ports {
+			if cp.Name == p.StrVal {
+				port = cp.ContainerPort
+			}
+		}
+	}
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + g.Path, true
+}
+
+// probe runs sp's readiness probe every probeEvery until it answers 2xx or
+// 3xx, then marks sp ready and queues key so that sync reports it; it
+// returns early when the pod goes away or the stand-in stops.
+func (k *Kubelet) probe(ctx context.Context, key, url string, sp *simPod) {
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sp.stop:
+			return
+		case <-tick.C:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			klog.ErrorS(err, "kubelet stand-in: readiness probe", "pod", key)
+			return
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+			k.mu.Lock()
+			sp.ready = true
+			k.mu.Unlock()
+			klog.V(2).InfoS("kubelet stand-in: readiness probe succeeded", "pod", key, "url", url)
+			k.queue.Add(key)
+			return
+		}
+	}
 }
 
 // finishDeletion removes a pod bound to a node once its process is stopped,
@@ -304,6 +420,7 @@ func (k *Kubelet) forget(key string, keepUID types.UID) error {
 	sp, ok := k.pods[key]
 	if ok && sp.uid != keepUID {
 		delete(k.pods, key)
+		close(sp.stop)
 	} else {
 		ok = false
 	}
@@ -333,13 +450,13 @@ func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod, ru
 	}
 	var uuids []string
 	if gpus != nil {
-		if uuids, err = gpus.allocate(key, pod); err != nil {
+		if uuids, err = gpus.allocate(key, pod, "http://"+net.JoinHostPort(ip, strconv.Itoa(int(port)))); err != nil {
 			return nil, err
 		}
 	}
 	args := append(append([]string{}, c.Args...), runner.listenFlag+"="+net.JoinHostPort(ip, strconv.Itoa(int(port))))
 	args = append(args, runner.extraArgs...)
-	var env []string
+	env := append([]string{}, runner.env...)
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
 			env = append(env, e.Name+"="+e.Value)
@@ -355,10 +472,15 @@ func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod, ru
 		k.releaseGPUs(key)
 		return nil, err
 	}
-	sp := &simPod{uid: pod.UID, ip: ip, port: port, labels: labels.Set(pod.Labels), proc: proc}
+	sp := &simPod{uid: pod.UID, ip: ip, port: port, labels: labels.Set(pod.Labels), proc: proc, stop: make(chan struct{})}
+	url, probed := probeURL(c, ip, port)
+	sp.ready = !probed
 	k.mu.Lock()
 	k.pods[key] = sp
 	k.mu.Unlock()
+	if probed {
+		k.wg.Go(func() { k.probe(ctx, key, url, sp) })
+	}
 	klog.V(2).InfoS("kubelet stand-in: started pod process", "pod", key, "image", c.Image, "ip", ip, "port", port, "gpus", uuids, "pid", proc.PID())
 	return sp, nil
 }
@@ -393,10 +515,14 @@ func (k *Kubelet) allocateIP(port int32) (string, error) {
 	return "", errors.New("kubelet stand-in: out of loopback addresses")
 }
 
-func (k *Kubelet) reportRunning(ctx context.Context, cached *corev1.Pod, sp *simPod) error {
+func (k *Kubelet) reportRunning(ctx context.Context, cached *corev1.Pod, sp *simPod, ready bool) error {
 	pod := cached.DeepCopy()
 	now := metav1.Now()
 	c := pod.Spec.Containers[0]
+	readyStatus := corev1.ConditionFalse
+	if ready {
+		readyStatus = corev1.ConditionTrue
+	}
 	pod.Status = corev1.PodStatus{
 		Phase:     corev1.PodRunning,
 		HostIP:    "127.0.0.1",
@@ -408,15 +534,15 @@ func (k *Kubelet) reportRunning(ctx context.Context, cached *corev1.Pod, sp *sim
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: readyStatus, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: readyStatus, LastTransitionTime: now},
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
 			Name:        c.Name,
 			Image:       c.Image,
 			ImageID:     c.Image,
 			ContainerID: "sim://" + strconv.Itoa(sp.proc.PID()),
-			Ready:       true,
+			Ready:       ready,
 			Started:     new(true),
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		}},
