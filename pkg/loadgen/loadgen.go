@@ -65,6 +65,10 @@ type Config struct {
 	Endpoint string
 	// Schedule is the arrival-rate schedule; arrivals are Poisson.
 	Schedule []Phase
+	// Trace, when not empty, replaces Schedule, PromptLen, OutputLen and
+	// Prompts: its requests are sent at their recorded times (in the
+	// target's time) with their prompt and output lengths.
+	Trace []TraceRequest
 	// PromptLen and OutputLen are the token-length distributions; the
 	// output length is sent as max_tokens. They are not used when Prompts
 	// is set.
@@ -95,10 +99,10 @@ func (c Config) Validate() error {
 	if c.Endpoint != EndpointCompletions && c.Endpoint != EndpointChat {
 		errs = append(errs, fmt.Errorf("endpoint must be %q or %q, got %q", EndpointCompletions, EndpointChat, c.Endpoint))
 	}
-	if len(c.Schedule) == 0 {
+	if len(c.Schedule) == 0 && len(c.Trace) == 0 {
 		errs = append(errs, errors.New("schedule must have at least one phase"))
 	}
-	if len(c.Prompts) == 0 && (c.PromptLen == nil || c.OutputLen == nil) {
+	if len(c.Trace) == 0 && len(c.Prompts) == 0 && (c.PromptLen == nil || c.OutputLen == nil) {
 		errs = append(errs, errors.New("prompt and output length distributions are required"))
 	}
 	for i, p := range c.Prompts {
@@ -161,6 +165,13 @@ type arrival struct {
 // Plan returns the arrivals of cfg's schedule: wall-clock offsets from the
 // start and lengths, deterministic in cfg.Seed.
 func plan(cfg Config) []arrival {
+	if len(cfg.Trace) > 0 {
+		out := make([]arrival, 0, len(cfg.Trace))
+		for _, t := range cfg.Trace {
+			out = append(out, arrival{at: time.Duration(float64(t.At) / cfg.TimeScale), prompt: t.PromptTokens, output: t.OutputTokens})
+		}
+		return out
+	}
 	r := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed))
 	var out []arrival
 	var phaseStart time.Duration // in target time

@@ -1,0 +1,121 @@
+package loadgen
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TraceRequest is one request of a recorded trace: when it arrived, since
+// the trace's first request, and its prompt and output lengths in tokens.
+type TraceRequest struct {
+	At           time.Duration
+	PromptTokens int
+	OutputTokens int
+}
+
+// traceTimeLayout is the TIMESTAMP format of the Azure LLM inference
+// traces, e.g. "2023-11-16 18:17:03.9799600".
+const traceTimeLayout = "2006-01-02 15:04:05.999999999"
+
+// maxTraceRows bounds a trace file.
+const maxTraceRows = 10_000_000
+
+// ReadTrace reads a trace in the CSV columns of the Azure LLM inference
+// traces: a header naming TIMESTAMP, ContextTokens and GeneratedTokens (in
+// any order, other columns ignored), then one row per request in arrival
+// order. Arrival times are made relative to the first row.
+func ReadTrace(r io.Reader) ([]TraceRequest, error) {
+	cr := csv.NewReader(bufio.NewReader(r))
+	cr.ReuseRecord = true
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("trace header: %w", err)
+	}
+	col := map[string]int{}
+	for i, h := range head {
+		col[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
+	}
+	var missing []string
+	for _, want := range []string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"} {
+		if _, ok := col[want]; !ok {
+			missing = append(missing, want)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("trace header %v lacks %v", head, missing)
+	}
+	var (
+		out   []TraceRequest
+		first time.Time
+		prev  time.Duration
+	)
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
+		}
+		if len(out) >= maxTraceRows {
+			return nil, fmt.Errorf("trace has more than %d rows", maxTraceRows)
+		}
+		ts, err := time.Parse(traceTimeLayout, strings.TrimSpace(rec[col["TIMESTAMP"]]))
+		if err != nil {
+			return nil, fmt.Errorf("trace line %d: TIMESTAMP: %w", line, err)
+		}
+		prompt, err1 := strconv.Atoi(strings.TrimSpace(rec[col["ContextTokens"]]))
+		output, err2 := strconv.Atoi(strings.TrimSpace(rec[col["GeneratedTokens"]]))
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
+		}
+		if prompt < 1 || output < 1 {
+			return nil, fmt.Errorf("trace line %d: prompt and output must be at least 1 token, got %d and %d", line, prompt, output)
+		}
+		if len(out) == 0 {
+			first = ts
+		}
+		at := ts.Sub(first)
+		if at < prev {
+			return nil, fmt.Errorf("trace line %d: TIMESTAMP %s is before the previous row's: rows must be in arrival order", line, ts.Format(traceTimeLayout))
+		}
+		prev = at
+		out = append(out, TraceRequest{At: at, PromptTokens: prompt, OutputTokens: output})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("trace has no requests")
+	}
+	return out, nil
+}
+
+// ReadTraceFile reads a trace file with ReadTrace; a name ending in .gz is
+// gunzipped first.
+func ReadTraceFile(path string) ([]TraceRequest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("trace %s: %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	reqs, err := ReadTrace(r)
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", path, err)
+	}
+	return reqs, nil
+}
