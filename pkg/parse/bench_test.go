@@ -10,6 +10,7 @@ import (
 )
 
 // BenchmarkParse compares, per fixture and in one run, this Parser (also
+// without the latency histograms' bucket lines, to show what they cost, and
 // with the custom table of testServers, to show what custom names cost a
 // built-in page) with expfmt's TextParser (what most exporters and adapters use) and with
 // bytes.Count of newlines over the page (a floor: one pass, no work).
@@ -22,6 +23,19 @@ func BenchmarkParse(b *testing.B) {
 		}
 		b.Run(name+"/parser", func(b *testing.B) {
 			p := NewParser()
+			if _, err := p.Parse(page); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Parse(page); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/parser-without-histograms", func(b *testing.B) {
+			p := newParser(nil, false) // gauges and counters only: what the bucket lines cost
 			if _, err := p.Parse(page); err != nil {
 				b.Fatal(err)
 			}

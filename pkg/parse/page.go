@@ -58,6 +58,35 @@ type Model struct {
 	Name   string
 	Values [signals.NumServing]float64
 	Has    signals.Set
+
+	// Counters are the page's cumulative counters (tokens, requests,
+	// preemptions), summed over the model's series; HasCounter has bit c
+	// set when Counters[c] was on the page.
+	Counters   [signals.NumCounters]float64
+	HasCounter uint8
+	// Hists are the page's latency histograms, buckets summed over the
+	// model's series; N == 0 when the page had none (or a bad one).
+	Hists [signals.NumLatencies]Histogram
+}
+
+// Counter returns counter c and whether the page had it.
+func (m *Model) Counter(c signals.Counter) (float64, bool) {
+	if c >= signals.NumCounters || m.HasCounter&(1<<c) == 0 {
+		return 0, false
+	}
+	return m.Counters[c], true
+}
+
+// MaxBuckets is the most buckets (the +Inf one included) of a histogram the
+// parser keeps; a histogram with more is left out, as if absent.
+const MaxBuckets = 40
+
+// Histogram is one cumulative Prometheus histogram: Count[i] observations
+// were at most Le[i]. Le ascends and Le[N-1] is +Inf.
+type Histogram struct {
+	N     int
+	Le    [MaxBuckets]float64
+	Count [MaxBuckets]float64
 }
 
 // Value returns the value of s and whether the page had it.

@@ -23,6 +23,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"strconv"
 	"time"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
@@ -80,16 +81,25 @@ func DefaultLimits() Limits {
 type accum struct {
 	server Server
 	name   string
-	vals   [numRoles]float64
-	has    uint8 // roles with at least one accepted sample
-	seen   uint8 // roles with at least one series, accepted or refused
-	bad    uint8 // roles whose sum overflowed: no value for the page
+	vals   [numRoles]float64 // gauges and counters
+	has    uint16            // roles with at least one accepted sample
+	seen   uint16            // roles with at least one series, accepted or refused
+	bad    uint16            // roles whose sum overflowed: no value for the page
+	hists  [numHistSlots]histAcc
+}
+
+// histAcc accumulates one histogram's buckets over a model's series.
+type histAcc struct {
+	h    Histogram
+	last int  // the bucket the last line added to: the next line's is likely the one after
+	bad  bool // a bucket was refused or past MaxBuckets: no histogram for the page
 }
 
 // Parser parses pages. Its state is reused from call to call, so a warm
 // Parser allocates nothing per page; it is not safe for concurrent use.
 type Parser struct {
 	dialects []dialect // built-in, then custom servers
+	hist     bool      // histogram buckets are wanted
 	matchers []matcher // per server; [Unknown] holds every server's series
 	limits   Limits
 	accs     []accum
@@ -134,10 +144,15 @@ func NewParser() *Parser { return NewParserFor(nil) }
 
 // NewParserFor returns a Parser that knows servers (nil: the built-in ones),
 // with DefaultLimits.
-func NewParserFor(servers *Servers) *Parser {
+func NewParserFor(servers *Servers) *Parser { return newParser(servers, true) }
+
+// newParser is NewParserFor; without hist it skips the histogram bucket
+// lines (for the benchmark that measures what they cost).
+func newParser(servers *Servers, hist bool) *Parser {
 	ds := servers.all()
 	p := &Parser{
 		dialects: ds,
+		hist:     hist,
 		matchers: make([]matcher, len(ds)),
 		limits:   DefaultLimits(),
 		index:    make([]map[string]int, len(ds)),
@@ -150,10 +165,10 @@ func NewParserFor(servers *Servers) *Parser {
 	for s := numBuiltin; s < len(ds); s++ {
 		detect = append(detect, Server(s))
 	}
-	p.matchers[Unknown] = newMatcher(ds, detect...)
+	p.matchers[Unknown] = newMatcher(ds, hist, detect...)
 	maxKeys := p.matchers[Unknown].maxKeys
 	for s := VLLMV1; int(s) < len(ds); s++ {
-		p.matchers[s] = newMatcher(ds, s)
+		p.matchers[s] = newMatcher(ds, hist, s)
 		maxKeys = max(maxKeys, p.matchers[s].maxKeys)
 	}
 	p.filter = make([][]byte, maxKeys)
@@ -313,7 +328,9 @@ func (p *Parser) sample(line []byte, lineNo int, entries []entry) error {
 			if prev := p.dup(first.name, lineNo); prev != 0 {
 				return &SyntaxError{Line: lineNo, Msg: fmt.Sprintf("%s: duplicate series, first on line %d", first.name, prev)}
 			}
-			p.counts[e.server]++
+			if e.role < numGaugeRoles { // only gauges tell servers apart
+				p.counts[e.server]++
+			}
 			if p.lineEngine && (e.server == VLLMV1 || e.server == VLLMV0) {
 				p.engine = true
 			}
@@ -322,14 +339,85 @@ func (p *Parser) sample(line []byte, lineNo int, entries []entry) error {
 				return p.lineError(lineNo, fmt.Sprintf("%s: more than %d models on the page (models bound)", first.name, p.limits.MaxModels))
 			}
 		}
+		if _, ok := e.role.bucket(); ok {
+			p.addBucket(a, e, filter[e.le], v)
+			continue
+		}
 		p.add(a, e, v)
 	}
 	return nil
 }
 
+// addBucket accumulates one bucket line (upper bound le, cumulative count
+// v) of e's histogram into a. A bad bound, a refused count or one bucket
+// too many leaves the model without that histogram for the page.
+func (p *Parser) addBucket(a *accum, e *entry, le []byte, v float64) {
+	a.seen |= 1 << e.role
+	slot, _ := e.role.bucket()
+	h := &a.hists[slot]
+	if h.bad {
+		return
+	}
+	if r, ok := check(e.role, v); !ok {
+		p.rejected[e.server][r]++
+		h.bad = true
+		return
+	}
+	bound, err := strconv.ParseFloat(string(le), 64)
+	if err != nil || math.IsNaN(bound) {
+		h.bad = true
+		return
+	}
+	i := h.find(bound)
+	if i < 0 {
+		if i = h.insert(bound); i < 0 {
+			h.bad = true
+			return
+		}
+	}
+	if h.h.Count[i] += v; math.IsInf(h.h.Count[i], 0) {
+		p.rejected[e.server][RejectNonFinite]++
+		h.bad = true
+	}
+}
+
+// find returns the index of the bucket with upper bound le, or -1. Lines
+// come in bucket order, so the bucket after the last one is tried first.
+func (h *histAcc) find(le float64) int {
+	if i := h.last + 1; i < h.h.N && h.h.Le[i] == le {
+		h.last = i
+		return i
+	}
+	for i := range h.h.N {
+		if h.h.Le[i] == le {
+			h.last = i
+			return i
+		}
+	}
+	return -1
+}
+
+// insert adds an empty bucket with upper bound le in order and returns its
+// index, or -1 when the histogram already has MaxBuckets buckets.
+func (h *histAcc) insert(le float64) int {
+	if h.h.N == MaxBuckets {
+		return -1
+	}
+	i := h.h.N
+	for i > 0 && h.h.Le[i-1] > le {
+		i--
+	}
+	copy(h.h.Le[i+1:h.h.N+1], h.h.Le[i:h.h.N])
+	copy(h.h.Count[i+1:h.h.N+1], h.h.Count[i:h.h.N])
+	h.h.Le[i], h.h.Count[i] = le, 0
+	h.h.N++
+	h.last = i
+	return i
+}
+
 // add accumulates one sample of e into a, unless the value is refused.
 func (p *Parser) add(a *accum, e *entry, v float64) {
-	bit := uint8(1) << e.role
+	bit := uint16(1) << e.role
 	a.seen |= bit
 	if e.scale != 0 {
 		v *= e.scale
@@ -518,6 +606,21 @@ func (a *accum) model(rejected *[NumRejects]uint32) Model {
 		m.Has = m.Has.Add(s)
 	}
 	has := func(r role) bool { return a.has&(1<<r) != 0 }
+	for r := roleGenTokens; r <= rolePreempt; r++ {
+		if has(r) {
+			m.Counters[r.counter()] = a.vals[r]
+			m.HasCounter |= 1 << r.counter()
+		}
+	}
+	for slot, h := range a.hists {
+		r := roleTTFT + role(slot)
+		if r == roleITLFallback && a.seen&(1<<roleITL) != 0 {
+			continue // the newer name wins when the page has both
+		}
+		if !h.bad && h.h.N > 0 && math.IsInf(h.h.Le[h.h.N-1], 1) {
+			m.Hists[slotLatency[slot]] = h.h
+		}
+	}
 	if has(roleQueue) {
 		set(signals.QueueSize, a.vals[roleQueue])
 	}

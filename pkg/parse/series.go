@@ -16,8 +16,46 @@ const (
 	roleKVFallback             // maxed into KVCacheUsage, only when the model has no roleKV series at all
 	roleFill                   // maxed into BatchFill
 	roleBatchMax               // summed; BatchFill = BatchSize / this when no roleFill series
+
+	// Counters, summed over a model's series: the rate signals' sources.
+	roleGenTokens    // signals.GenerationTokens
+	rolePromptTokens // signals.PromptTokens
+	roleRequests     // signals.Requests
+	rolePreempt      // signals.Preemptions
+
+	// Histogram buckets (the le label), summed bucket by bucket over a
+	// model's series: the percentile signals' sources.
+	roleTTFT        // signals.TimeToFirstToken
+	roleITL         // signals.InterTokenLatency
+	roleITLFallback // signals.InterTokenLatency, only when the model has no roleITL series at all
+	roleQueueTime   // signals.QueueTime
+	roleE2E         // signals.E2ELatency
 	numRoles
+
+	numGaugeRoles = roleGenTokens
 )
+
+// isCounter reports whether r is a counter.
+func (r role) isCounter() bool { return r >= roleGenTokens && r <= rolePreempt }
+
+// counter returns the signals counter of a counter role.
+func (r role) counter() signals.Counter { return signals.Counter(r - roleGenTokens) }
+
+// bucket returns the histogram slot of a bucket role, and whether r is one.
+func (r role) bucket() (int, bool) {
+	if r >= roleTTFT && r < numRoles {
+		return int(r - roleTTFT), true
+	}
+	return 0, false
+}
+
+// numHistSlots is the number of bucket roles; slot i holds role roleTTFT+i.
+const numHistSlots = int(numRoles - roleTTFT)
+
+// slotLatency maps histogram slots to the latency they measure.
+var slotLatency = [numHistSlots]signals.Latency{
+	signals.TimeToFirstToken, signals.InterTokenLatency, signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency,
+}
 
 // roleAgg is how a role combines over a model's series (engines, pids, versions).
 var roleAgg = [numRoles]signals.Aggregation{
@@ -27,6 +65,11 @@ var roleAgg = [numRoles]signals.Aggregation{
 	roleKVFallback: signals.Max,
 	roleFill:       signals.Max,
 	roleBatchMax:   signals.Sum,
+
+	roleGenTokens:    signals.Sum,
+	rolePromptTokens: signals.Sum,
+	roleRequests:     signals.Sum,
+	rolePreempt:      signals.Sum,
 }
 
 // series is one wanted series: a metric name and, where one name carries
@@ -63,25 +106,63 @@ var dialects = [...]dialect{
 		{name: "vllm:num_requests_running", role: roleBatch},
 		{name: "vllm:kv_cache_usage_perc", role: roleKV},
 		{name: "vllm:gpu_cache_usage_perc", role: roleKVFallback},
+		{name: "vllm:generation_tokens_total", role: roleGenTokens},
+		{name: "vllm:prompt_tokens_total", role: rolePromptTokens},
+		{name: "vllm:request_success_total", role: roleRequests},
+		{name: "vllm:num_preemptions_total", role: rolePreempt},
+		{name: "vllm:time_to_first_token_seconds_bucket", role: roleTTFT},
+		{name: "vllm:inter_token_latency_seconds_bucket", role: roleITL},
+		{name: "vllm:time_per_output_token_seconds_bucket", role: roleITLFallback},
+		{name: "vllm:request_queue_time_seconds_bucket", role: roleQueueTime},
+		{name: "vllm:e2e_request_latency_seconds_bucket", role: roleE2E},
 	}},
 	VLLMV0: {modelLabel: "model_name", series: []series{
 		{name: "vllm:num_requests_waiting", role: roleQueue},
 		{name: "vllm:num_requests_running", role: roleBatch},
 		{name: "vllm:gpu_cache_usage_perc", role: roleKV},
+		{name: "vllm:generation_tokens_total", role: roleGenTokens},
+		{name: "vllm:prompt_tokens_total", role: rolePromptTokens},
+		{name: "vllm:request_success_total", role: roleRequests},
+		{name: "vllm:num_preemptions_total", role: rolePreempt},
+		{name: "vllm:time_to_first_token_seconds_bucket", role: roleTTFT},
+		{name: "vllm:time_per_output_token_seconds_bucket", role: roleITL},
+		{name: "vllm:e2e_request_latency_seconds_bucket", role: roleE2E},
 	}},
 	TGI: {series: []series{
 		{name: "tgi_queue_size", role: roleQueue},
 		{name: "tgi_batch_current_size", role: roleBatch},
+		// TGI counts tokens only in per-request histograms: their sums are counters.
+		{name: "tgi_request_generated_tokens_sum", role: roleGenTokens},
+		{name: "tgi_request_input_length_sum", role: rolePromptTokens},
+		{name: "tgi_request_success", role: roleRequests},
+		// A per-request mean, not per token: see docs/metrics.md.
+		{name: "tgi_request_mean_time_per_token_duration_bucket", role: roleITL},
+		{name: "tgi_request_queue_duration_bucket", role: roleQueueTime},
+		{name: "tgi_request_duration_bucket", role: roleE2E},
 	}},
 	SGLang: {modelLabel: "model_name", series: []series{
 		{name: "sglang:num_queue_reqs", role: roleQueue},
 		{name: "sglang:num_running_reqs", role: roleBatch},
 		{name: "sglang:token_usage", role: roleKV},
+		{name: "sglang:generation_tokens_total", role: roleGenTokens},
+		{name: "sglang:prompt_tokens_total", role: rolePromptTokens},
+		{name: "sglang:num_requests_total", role: roleRequests},
+		{name: "sglang:num_retracted_requests_total", role: rolePreempt},
+		{name: "sglang:time_to_first_token_seconds_bucket", role: roleTTFT},
+		{name: "sglang:inter_token_latency_seconds_bucket", role: roleITL},
+		{name: "sglang:time_per_output_token_seconds_bucket", role: roleITLFallback},
+		{name: "sglang:queue_time_seconds_bucket", role: roleQueueTime},
+		{name: "sglang:e2e_request_latency_seconds_bucket", role: roleE2E},
 	}},
 	TRTLLMServe: {modelLabel: "model_name", series: []series{
 		{name: "trtllm_num_requests_waiting", role: roleQueue},
 		{name: "trtllm_num_requests_running", role: roleBatch},
 		{name: "trtllm_kv_cache_utilization", role: roleKV},
+		{name: "trtllm_request_success_total", role: roleRequests},
+		{name: "trtllm_time_to_first_token_seconds_bucket", role: roleTTFT},
+		{name: "trtllm_time_per_output_token_seconds_bucket", role: roleITL},
+		{name: "trtllm_request_queue_time_seconds_bucket", role: roleQueueTime},
+		{name: "trtllm_e2e_request_latency_seconds_bucket", role: roleE2E},
 	}},
 	TritonTRTLLM: {modelLabel: "model", series: []series{
 		{name: "nv_trt_llm_request_metrics", role: roleQueue, filters: is("request_type", "waiting")},
@@ -93,6 +174,12 @@ var dialects = [...]dialect{
 		{name: "jetstream_prefill_backlog_size", role: roleQueue},
 		// 1 - free/max slots, already 0..1 (JetStream orchestrator.py).
 		{name: "jetstream_slots_used_percentage", role: roleFill},
+		{name: "jetstream_request_success_count_total", role: roleRequests},
+		{name: "jetstream_time_to_first_token_bucket", role: roleTTFT},
+		// A per-request mean, not per token: see docs/metrics.md.
+		{name: "jetstream_time_per_output_token_bucket", role: roleITL},
+		{name: "jetstream_queue_duration_bucket", role: roleQueueTime},
+		{name: "jetstream_time_per_request_bucket", role: roleE2E},
 	}},
 }
 
@@ -103,8 +190,9 @@ type entry struct {
 	series
 	server Server
 	same   int      // number of entries from this one on with the same name
-	keys   []string // the filter label keys of the whole run
+	keys   []string // the filter label keys of the whole run, and "le" for bucket runs
 	idx    []int    // per filter: its key's index in keys
+	le     int      // for a bucket role: the index of "le" in keys
 }
 
 // wordGroup holds the entries whose names start with the same 8 bytes.
@@ -119,17 +207,22 @@ type wordGroup struct {
 // one by one.
 type matcher struct {
 	groups     []wordGroup
+	slots      []int32 // open-addressing table of groups by word: index+1, 0 empty; a power of two long
 	short      []entry
 	shortFirst [4]uint64 // bit set of the first bytes of the short names
 	maxKeys    int       // the most filter keys of any run
 }
 
 // newMatcher builds the matcher for the given servers' series; each server's
-// series must be grouped by name (see groupByName).
-func newMatcher(ds []dialect, servers ...Server) matcher {
+// series must be grouped by name (see groupByName). Without hist it leaves
+// the histogram bucket series out.
+func newMatcher(ds []dialect, hist bool, servers ...Server) matcher {
 	var m matcher
 	for _, s := range servers {
 		ss := ds[s].series
+		if !hist {
+			ss = slices.DeleteFunc(slices.Clone(ss), func(se series) bool { _, ok := se.role.bucket(); return ok })
+		}
 		for i := 0; i < len(ss); i++ {
 			n := 1
 			for i+n < len(ss) && ss[i+n].name == ss[i].name {
@@ -142,6 +235,9 @@ func newMatcher(ds []dialect, servers ...Server) matcher {
 						keys = append(keys, f.key)
 					}
 				}
+				if _, ok := ss[i+k].role.bucket(); ok && !slices.Contains(keys, "le") {
+					keys = append(keys, "le")
+				}
 			}
 			m.maxKeys = max(m.maxKeys, len(keys))
 			dst := &m.short
@@ -152,7 +248,7 @@ func newMatcher(ds []dialect, servers ...Server) matcher {
 				m.shortFirst[c>>6] |= 1 << (c & 63)
 			}
 			for k := range n {
-				e := entry{series: ss[i+k], server: s, same: n - k, keys: keys}
+				e := entry{series: ss[i+k], server: s, same: n - k, keys: keys, le: slices.Index(keys, "le")}
 				for _, f := range e.filters {
 					e.idx = append(e.idx, slices.Index(keys, f.key))
 				}
@@ -161,7 +257,30 @@ func newMatcher(ds []dialect, servers ...Server) matcher {
 			i += n - 1
 		}
 	}
+	m.index()
 	return m
+}
+
+// index builds m.slots, at most half full, so that a line's word finds its
+// group in about one probe whatever the number of names.
+func (m *matcher) index() {
+	n := 8
+	for n < 2*len(m.groups) {
+		n *= 2
+	}
+	m.slots = make([]int32, n)
+	for gi := range m.groups {
+		i := m.slot(m.groups[gi].word)
+		for m.slots[i] != 0 {
+			i = (i + 1) & (n - 1)
+		}
+		m.slots[i] = int32(gi + 1)
+	}
+}
+
+// slot is the home slot of w in m.slots (Fibonacci hashing).
+func (m *matcher) slot(w uint64) int {
+	return int((w * 0x9e3779b97f4a7c15) >> 32 & uint64(len(m.slots)-1))
 }
 
 func (m *matcher) group(w uint64) *wordGroup {
@@ -180,11 +299,12 @@ func (m *matcher) group(w uint64) *wordGroup {
 func (m *matcher) match(line []byte) []entry {
 	if len(line) >= 8 {
 		w := loadWord(line)
-		for gi := range m.groups {
-			if g := &m.groups[gi]; g.word == w {
+		for i := m.slot(w); m.slots[i] != 0; i = (i + 1) & (len(m.slots) - 1) {
+			if g := &m.groups[m.slots[i]-1]; g.word == w {
 				if es := matchRun(g.entries, line); es != nil {
 					return es
 				}
+				break // one group per word
 			}
 		}
 	}

@@ -1,0 +1,242 @@
+package parse
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+)
+
+// sloRef is what expfmt's reading of a page says one model's counters and
+// latency histograms are, following the dialect table: counters summed
+// over the model's series, buckets summed bound by bound.
+type sloRef struct {
+	counters   [signals.NumCounters]float64
+	hasCounter uint8
+	buckets    [numHistSlots]map[float64]float64 // upper bound -> cumulative count
+}
+
+func referenceSLO(t *testing.T, page []byte, d dialect) map[string]*sloRef {
+	t.Helper()
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	if !bytes.HasSuffix(page, []byte{'\n'}) {
+		page = append(page[:len(page):len(page)], '\n')
+	}
+	fams, err := tp.TextToMetricFamilies(bytes.NewReader(page))
+	if err != nil {
+		t.Fatalf("expfmt: %v", err)
+	}
+	out := map[string]*sloRef{}
+	ref := func(m *dto.Metric) *sloRef {
+		name := ""
+		for _, lp := range m.GetLabel() {
+			if d.modelLabel != "" && lp.GetName() == d.modelLabel {
+				name = lp.GetValue()
+			}
+		}
+		if out[name] == nil {
+			out[name] = &sloRef{}
+		}
+		return out[name]
+	}
+	for _, se := range d.series {
+		switch slot, isBucket := se.role.bucket(); {
+		case se.role.isCounter():
+			if fam := fams[se.name]; fam != nil {
+				for _, m := range fam.GetMetric() {
+					r := ref(m)
+					r.counters[se.role.counter()] += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+					r.hasCounter |= 1 << se.role.counter()
+				}
+			} else if fam := fams[strings.TrimSuffix(se.name, "_sum")]; fam != nil && fam.GetType() == dto.MetricType_HISTOGRAM {
+				for _, m := range fam.GetMetric() {
+					r := ref(m)
+					r.counters[se.role.counter()] += m.GetHistogram().GetSampleSum()
+					r.hasCounter |= 1 << se.role.counter()
+				}
+			}
+		case isBucket:
+			fam := fams[strings.TrimSuffix(se.name, "_bucket")]
+			if fam == nil || fam.GetType() != dto.MetricType_HISTOGRAM {
+				continue
+			}
+			for _, m := range fam.GetMetric() {
+				r := ref(m)
+				if r.buckets[slot] == nil {
+					r.buckets[slot] = map[float64]float64{}
+				}
+				inf := false
+				for _, b := range m.GetHistogram().GetBucket() {
+					r.buckets[slot][b.GetUpperBound()] += float64(b.GetCumulativeCount())
+					inf = inf || math.IsInf(b.GetUpperBound(), 1)
+				}
+				if !inf {
+					r.buckets[slot][math.Inf(1)] += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestParseCountersAndHistograms checks the counters and latency histograms
+// the parser reads from every fixture against expfmt's reading of the same
+// page, and that the fixtures carry what docs/metrics.md says they do.
+func TestParseCountersAndHistograms(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		// what the page must carry, per docs/metrics.md
+		counters  []signals.Counter
+		latencies []signals.Latency
+	}{
+		{"vllm-v1.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests, signals.Preemptions},
+			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency}},
+		{"vllm-v1-scaled.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests, signals.Preemptions},
+			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency}},
+		{"vllm-v0.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests, signals.Preemptions},
+			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.E2ELatency}},
+		{"tgi-v3.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests},
+			[]signals.Latency{signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency}},
+		{"sglang-v0.4.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens},
+			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.E2ELatency}},
+		{"trtllm-serve.prom", []signals.Counter{signals.Requests}, []signals.Latency{signals.TimeToFirstToken}},
+		{"triton-trtllm.prom", nil, nil},
+		{"jetstream.prom", []signals.Counter{signals.Requests}, []signals.Latency{signals.QueueTime}},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			page := readFixture(t, tt.file)
+			got, err := NewParser().Parse(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := referenceSLO(t, page, dialects[got.Server])
+			if len(got.Models) == 0 {
+				t.Fatal("no models")
+			}
+			for _, m := range got.Models {
+				r := want[m.Name]
+				if r == nil {
+					r = &sloRef{}
+				}
+				if m.HasCounter != r.hasCounter || m.Counters != r.counters {
+					t.Errorf("model %q: counters %v (has %b), expfmt says %v (has %b)", m.Name, m.Counters, m.HasCounter, r.counters, r.hasCounter)
+				}
+				for _, c := range tt.counters {
+					if _, ok := m.Counter(c); !ok {
+						t.Errorf("model %q: no counter %d", m.Name, c)
+					}
+				}
+				for l := range signals.NumLatencies {
+					if err := sameHist(m.Hists[l], refBuckets(r, l)); err != nil {
+						t.Errorf("model %q: %s: %v", m.Name, l, err)
+					}
+				}
+				for _, l := range tt.latencies {
+					if m.Hists[l].N == 0 {
+						t.Errorf("model %q: no %s histogram", m.Name, l)
+					}
+				}
+			}
+		})
+	}
+}
+
+// refBuckets are the buckets that stand for latency l: the inter-token
+// latency's fallback only when the newer series is absent; nil if none.
+func refBuckets(r *sloRef, l signals.Latency) map[float64]float64 {
+	for slot, sl := range slotLatency {
+		if sl == l && r.buckets[slot] != nil {
+			return r.buckets[slot]
+		}
+	}
+	return nil
+}
+
+func sameHist(h Histogram, ref map[float64]float64) error {
+	if ref == nil {
+		if h.N != 0 {
+			return fmt.Errorf("%d buckets, expfmt found none", h.N)
+		}
+		return nil
+	}
+	if h.N != len(ref) {
+		return fmt.Errorf("%d buckets, expfmt %d", h.N, len(ref))
+	}
+	for i := range h.N {
+		if i > 0 && h.Le[i] <= h.Le[i-1] {
+			return fmt.Errorf("bounds not ascending at %d: %v", i, h.Le[:h.N])
+		}
+		if c, ok := ref[h.Le[i]]; !ok || c != h.Count[i] {
+			return fmt.Errorf("bucket le=%v: %v, expfmt %v (present %v)", h.Le[i], h.Count[i], c, ok)
+		}
+	}
+	return nil
+}
+
+// TestParseHistogramCases covers histograms split over engines, out of order,
+// too large, with a bad bound or count, and the inter-token fallback.
+func TestParseHistogramCases(t *testing.T) {
+	const (
+		ttft = "vllm:time_to_first_token_seconds_bucket"
+		itl  = "vllm:inter_token_latency_seconds_bucket"
+		tpot = "vllm:time_per_output_token_seconds_bucket"
+	)
+	line := func(name, engine, le string, v float64) string {
+		return fmt.Sprintf("%s{engine=%q,le=%q,model_name=\"m\"} %v\n", name, engine, le, v)
+	}
+	base := "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 1\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\n"
+	big := base
+	for i := range MaxBuckets {
+		big += line(ttft, "0", fmt.Sprint(i+1), float64(i))
+	}
+	big += line(ttft, "0", "+Inf", 99)
+	for _, tt := range []struct {
+		name    string
+		page    string
+		lat     signals.Latency
+		wantLe  []float64
+		wantCnt []float64
+	}{
+		{"engines summed", base + line(ttft, "0", "0.1", 1) + line(ttft, "0", "+Inf", 2) + line(ttft, "1", "0.1", 3) + line(ttft, "1", "+Inf", 5),
+			signals.TimeToFirstToken, []float64{0.1, math.Inf(1)}, []float64{4, 7}},
+		{"out of order", base + line(ttft, "0", "+Inf", 2) + line(ttft, "0", "1", 2) + line(ttft, "0", "0.1", 1),
+			signals.TimeToFirstToken, []float64{0.1, 1, math.Inf(1)}, []float64{1, 2, 2}},
+		{"no +Inf bucket", base + line(ttft, "0", "0.1", 1), signals.TimeToFirstToken, nil, nil},
+		{"bad bound", base + line(ttft, "0", "x", 1) + line(ttft, "0", "+Inf", 1), signals.TimeToFirstToken, nil, nil},
+		{"negative count", base + line(ttft, "0", "0.1", -1) + line(ttft, "0", "+Inf", 1), signals.TimeToFirstToken, nil, nil},
+		{"too many buckets", big, signals.TimeToFirstToken, nil, nil},
+		{"old inter-token name", base + line(tpot, "0", "0.1", 1) + line(tpot, "0", "+Inf", 1),
+			signals.InterTokenLatency, []float64{0.1, math.Inf(1)}, []float64{1, 1}},
+		{"new inter-token name wins", base + line(tpot, "0", "0.1", 1) + line(tpot, "0", "+Inf", 1) + line(itl, "0", "0.2", 5) + line(itl, "0", "+Inf", 6),
+			signals.InterTokenLatency, []float64{0.2, math.Inf(1)}, []float64{5, 6}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pg, err := NewParser().Parse([]byte(tt.page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pg.Models) != 1 {
+				t.Fatalf("%d models", len(pg.Models))
+			}
+			h := pg.Models[0].Hists[tt.lat]
+			if h.N != len(tt.wantLe) {
+				t.Fatalf("%d buckets %v, want %v", h.N, h.Le[:h.N], tt.wantLe)
+			}
+			for i := range h.N {
+				if h.Le[i] != tt.wantLe[i] || h.Count[i] != tt.wantCnt[i] {
+					t.Errorf("bucket %d: le=%v count=%v, want le=%v count=%v", i, h.Le[i], h.Count[i], tt.wantLe[i], tt.wantCnt[i])
+				}
+			}
+			if got := pg.Models[0].Values[signals.QueueSize]; got != 1 {
+				t.Errorf("queue %v: the gauges must not suffer from a bad histogram", got)
+			}
+		})
+	}
+}
