@@ -85,6 +85,7 @@ type servingEntry struct {
 	server   parse.Server
 	models   []parse.Model
 	rejected [parse.NumRejects]uint32 // values the good page had refused, by reason
+	slo      sloState                 // rates and latency windows (slo.go)
 }
 
 // failed reports whether the latest attempt failed.
@@ -138,13 +139,26 @@ type entry struct {
 
 // Store is safe for concurrent use.
 type Store struct {
-	mu   sync.RWMutex
-	pods map[types.NamespacedName]*entry
+	mu        sync.RWMutex
+	pods      map[types.NamespacedName]*entry
+	sloWindow time.Duration // of the latency percentiles
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{pods: make(map[types.NamespacedName]*entry)}
+	return &Store{pods: make(map[types.NamespacedName]*entry), sloWindow: DefaultSLOWindow}
+}
+
+// SetSLOWindow sets the sliding window of the latency percentiles (see
+// WindowAnchors); call it before the first Record. A window of zero or
+// less keeps the default.
+func (s *Store) SetSLOWindow(d time.Duration) {
+	if d <= 0 {
+		d = DefaultSLOWindow
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sloWindow = d
 }
 
 // Record stores the outcome of one scrape of pod's model server, started at
@@ -179,6 +193,7 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 		}
 	}
 	if err == nil && !at.Before(sv.goodAt) {
+		sv.recordSLO(at, page, sv.models, sv.goodAt, s.sloWindow)
 		sv.goodAt = at
 		sv.server = page.Server
 		sv.models = append(sv.models[:0], page.Models...)
@@ -268,17 +283,22 @@ func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMat
 		return e.gpuSample(sig, now, maxAge)
 	}
 	sv := &e.serving
-	switch sv.status(now, maxAge) {
-	case NotScraped:
-		return Sample{Status: NotScraped}
-	case Failed:
-		detail := sv.err
-		if !sv.goodAt.IsZero() {
-			detail += fmt.Sprintf(" (last good scrape %s ago)", now.Sub(sv.goodAt).Round(time.Millisecond))
+	if st := sv.status(now, maxAge); st != OK {
+		return sv.notOK(st, now)
+	}
+	if c, ok := sig.Rate(); ok {
+		return sv.rateSample(sig, c, match)
+	}
+	if _, q, ok := sig.Quantile(); ok {
+		w, s := sv.windowSample(sig, match)
+		if s.Status != OK {
+			return s
 		}
-		return Sample{Time: sv.at, Status: Failed, Detail: detail}
-	case Stale:
-		return Sample{Time: sv.goodAt, Status: Stale, Detail: fmt.Sprintf("last good scrape %s ago", now.Sub(sv.goodAt).Round(time.Millisecond))}
+		v, ok := w.Quantile(q)
+		if !ok {
+			return Sample{Time: sv.goodAt, Status: Absent, Detail: fmt.Sprintf("no request finished in the last %s (no %s observation in the window)", w.Span.Round(time.Second), sig.Name())}
+		}
+		return Sample{Value: v, Time: sv.goodAt, Status: OK}
 	}
 	var v float64
 	n := 0
@@ -305,6 +325,21 @@ func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMat
 		return Sample{Time: sv.goodAt, Status: Absent, Detail: detail}
 	}
 	return Sample{Value: v, Time: sv.goodAt, Status: OK}
+}
+
+// notOK is the Sample of an entry whose status is st (not OK).
+func (sv *servingEntry) notOK(st Status, now time.Time) Sample {
+	switch st {
+	case Failed:
+		detail := sv.err
+		if !sv.goodAt.IsZero() {
+			detail += fmt.Sprintf(" (last good scrape %s ago)", now.Sub(sv.goodAt).Round(time.Millisecond))
+		}
+		return Sample{Time: sv.at, Status: Failed, Detail: detail}
+	case Stale:
+		return Sample{Time: sv.goodAt, Status: Stale, Detail: fmt.Sprintf("last good scrape %s ago", now.Sub(sv.goodAt).Round(time.Millisecond))}
+	}
+	return Sample{Status: NotScraped}
 }
 
 func (e *entry) gpuSample(sig signals.Signal, now time.Time, maxAge time.Duration) Sample {

@@ -254,6 +254,7 @@ func (t *Tracker) Reconcile() {
 	shadowed := shadowedPods(pods)
 
 	results := make(map[types.NamespacedName]classified, len(t.results))
+	replaced := map[types.NamespacedName]bool{} // same name, new UID (a StatefulSet pod recreated)
 	t.mu.Lock()
 	t.demand.expire(t.clock.Now().Add(-t.cfg.DemandTTL))
 	for _, p := range pods {
@@ -263,6 +264,9 @@ func (t *Tracker) Reconcile() {
 		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 		gen := t.demand.generation(p.Namespace)
 		c, ok := t.results[key]
+		if ok && c.uid != p.UID {
+			replaced[key] = true
+		}
 		if !ok || c.uid != p.UID || c.rv != p.ResourceVersion || c.gen != gen {
 			c = t.classify(p, gen)
 		}
@@ -294,9 +298,11 @@ func (t *Tracker) Reconcile() {
 		return ts[i].Pod.Name < ts[j].Pod.Name
 	})
 	t.setter.SetTargets(ts)
+	// A replaced pod's values and counters are forgotten: the new pod's
+	// rates start over rather than count from the old pod's counters.
 	t.forget.Retain(func(pod types.NamespacedName) bool {
 		_, ok := keep[pod]
-		return ok
+		return ok && !replaced[pod]
 	})
 }
 
