@@ -1,0 +1,221 @@
+// Command shootout is `make shootout`: it replays real LLM request traces
+// against a simulated vLLM fleet (inference-sim with the calibrated
+// llama-3-8b-a100 profile, one fake GPU per replica, a cold start before
+// each replica turns Ready) on a real control plane (etcd, kube-apiserver,
+// kube-controller-manager's HPA controller) with the inference-metrics-
+// adapter, once per autoscaling policy, from the same start, and reports
+// per policy the SLO attainment, goodput, TTFT/TPOT percentiles, GPU-hours
+// and scale events, as JSON, CSV, an SVG chart and a Markdown table. Every
+// time constant is compressed by the same factor. See docs/shootout.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
+)
+
+// envBin names the directory of etcd, kube-apiserver and
+// kube-controller-manager (test/tools/build.sh).
+const envBin = "IMA_E2E_BIN"
+
+// config is the whole run.
+type config struct {
+	binDir         string
+	traces         []string
+	policies       string
+	compress       float64
+	coldStart      time.Duration
+	duration       time.Duration // simulated; 0: the whole trace
+	rateScale      float64
+	slo            SLO
+	minReplicas    int
+	maxReplicas    int
+	pick           string
+	out            string
+	model          string
+	maxNumSeqs     int
+	maxModelLen    int
+	maxInFlight    int
+	requestTimeout time.Duration // simulated
+}
+
+func parseFlags(args []string, getenv func(string) string) (config, error) {
+	p, _ := sim.LookupProfile(sim.ProfileLlama3_8BA100)
+	cfg := config{binDir: getenv(envBin), model: p.Model, maxNumSeqs: p.MaxNumSeqs, maxModelLen: p.MaxModelLen, maxInFlight: 20000, requestTimeout: 30 * time.Minute}
+	fs := flag.NewFlagSet("shootout", flag.ContinueOnError)
+	traces := fs.String("trace", "testdata/traces/azure-llm-2023-code.csv.gz,testdata/traces/azure-llm-2023-conv.csv.gz",
+		"Comma-separated trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), each replayed once per policy.")
+	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, fixed-max; or all.")
+	fs.Float64Var(&cfg.compress, "compress", 15, "Time compression: every time constant (HPA sync period, behavior windows and periods, cold start, scrape and agent intervals, termination grace, the simulator's clock) runs this many times faster. 15 keeps the HPA's whole-second fields exact.")
+	fs.DurationVar(&cfg.coldStart, "cold-start", 60*time.Second, "Model-load time of a new replica before it turns Ready, in simulated time.")
+	fs.DurationVar(&cfg.duration, "duration", 0, "Replay only the first part of each trace, in simulated time (0: all of it).")
+	fs.Float64Var(&cfg.rateScale, "rate-scale", 1, "Multiply the trace's arrival rate (divide its inter-arrival gaps) by this; lengths are kept.")
+	fs.DurationVar(&cfg.slo.TTFT, "slo-ttft", 2*time.Second, "SLO on time to first token.")
+	fs.DurationVar(&cfg.slo.TPOT, "slo-tpot", 100*time.Millisecond, "SLO on the mean time per output token after the first.")
+	fs.IntVar(&cfg.minReplicas, "min-replicas", 1, "minReplicas of every HPA.")
+	fs.IntVar(&cfg.maxReplicas, "max-replicas", framework.FakeGPUs, "maxReplicas of every HPA, and the size of the fixed fleet (the node has 8 GPUs).")
+	fs.StringVar(&cfg.pick, "picker", pickLeastLoaded, "How the front end picks a Ready pod: least-loaded (fewest requests in flight, as an inference gateway) or round-robin (as a Service).")
+	fs.StringVar(&cfg.out, "out", "shootout-out", "Directory for the report files.")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.traces = strings.Split(*traces, ",")
+	var errs []error
+	if cfg.binDir == "" {
+		errs = append(errs, fmt.Errorf("%s is not set: run `make shootout`", envBin))
+	}
+	if !(cfg.compress >= 1) || math.IsInf(cfg.compress, 0) {
+		errs = append(errs, fmt.Errorf("-compress must be at least 1, got %v", cfg.compress))
+	}
+	if !(cfg.rateScale > 0) || math.IsInf(cfg.rateScale, 0) {
+		errs = append(errs, fmt.Errorf("-rate-scale must be positive, got %v", cfg.rateScale))
+	}
+	if cfg.minReplicas < 1 || cfg.maxReplicas < cfg.minReplicas || cfg.maxReplicas > framework.FakeGPUs {
+		errs = append(errs, fmt.Errorf("want 1 <= -min-replicas <= -max-replicas <= %d, got %d and %d", framework.FakeGPUs, cfg.minReplicas, cfg.maxReplicas))
+	}
+	if cfg.pick != pickLeastLoaded && cfg.pick != pickRoundRobin {
+		errs = append(errs, fmt.Errorf("-picker must be %s or %s, got %q", pickLeastLoaded, pickRoundRobin, cfg.pick))
+	}
+	if cfg.coldStart < 0 || cfg.duration < 0 || cfg.slo.TTFT <= 0 || cfg.slo.TPOT <= 0 {
+		errs = append(errs, errors.New("-cold-start and -duration must not be negative, the SLOs must be positive"))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shootout:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "shootout:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// preparedTrace is a trace cut to the duration, rate-scaled and fitted
+// to the model's context length.
+type preparedTrace struct {
+	name    string
+	reqs    []loadgen.TraceRequest
+	clipped int // prompts shortened to fit max-model-len
+	bursts  []time.Duration
+}
+
+func prepareTrace(path string, cfg config) (preparedTrace, error) {
+	all, err := loadgen.ReadTraceFile(path)
+	if err != nil {
+		return preparedTrace{}, err
+	}
+	t := preparedTrace{name: strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".gz"), ".csv")}
+	arrivals := make([]time.Duration, 0, len(all))
+	for _, r := range all {
+		r.At = time.Duration(float64(r.At) / cfg.rateScale)
+		if cfg.duration > 0 && r.At > cfg.duration {
+			break
+		}
+		if r.PromptTokens+r.OutputTokens > cfg.maxModelLen {
+			r.OutputTokens = min(r.OutputTokens, cfg.maxModelLen/2)
+			r.PromptTokens = cfg.maxModelLen - r.OutputTokens
+			t.clipped++
+		}
+		t.reqs = append(t.reqs, r)
+		arrivals = append(arrivals, r.At)
+	}
+	if len(t.reqs) == 0 {
+		return t, fmt.Errorf("trace %s: no requests within %s", path, cfg.duration)
+	}
+	t.bursts = findBursts(arrivals)
+	return t, nil
+}
+
+// run sets up once, runs every policy on every trace, writes the reports
+// after each run, and tears down.
+func run(ctx context.Context, cfg config) (err error) {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", cfg.out, err)
+	}
+	logFile, err := os.Create(filepath.Join(cfg.out, "shootout.log"))
+	if err != nil {
+		return fmt.Errorf("create log: %w", err)
+	}
+	defer logFile.Close()
+	if err := framework.LogTo(logFile); err != nil {
+		return err
+	}
+	began := time.Now()
+	say := func(format string, args ...any) {
+		fmt.Printf("shootout [%s]: %s\n", time.Since(began).Round(time.Second), fmt.Sprintf(format, args...))
+	}
+	tm := newTiming(cfg.compress, cfg.coldStart)
+	var traces []preparedTrace
+	for _, path := range cfg.traces {
+		t, err := prepareTrace(path, cfg)
+		if err != nil {
+			return err
+		}
+		say("trace %s: %d requests over %s simulated, %d bursts, %d prompts clipped to max-model-len %d", t.name, len(t.reqs), t.reqs[len(t.reqs)-1].At.Round(time.Second), len(t.bursts), t.clipped, cfg.maxModelLen)
+		traces = append(traces, t)
+	}
+	pols, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies)
+	if err != nil {
+		return err
+	}
+	e, err := setUp(ctx, cfg, tm, say)
+	defer func() {
+		if e != nil {
+			say("stopping the adapter, the simulators and the control plane")
+			err = errors.Join(err, e.tearDown())
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("set up: %w", err)
+	}
+	say("set up in %s", time.Since(began).Round(time.Second))
+	for _, t := range traces {
+		rep := report{Trace: t.name, Requests: len(t.reqs), Clipped: t.clipped, Bursts: len(t.bursts), Timing: tm, SLO: cfg.slo,
+			Picker: cfg.pick, RateScale: cfg.rateScale, MinReplicas: cfg.minReplicas, MaxReplicas: cfg.maxReplicas, Profile: sim.ProfileLlama3_8BA100}
+		for _, p := range pols {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			runStart := time.Now()
+			res, err := runPolicy(ctx, e, cfg, tm, t.name, t.reqs, p, say)
+			if err != nil {
+				return err
+			}
+			res.Summary = summarize(p.Name, t.name, cfg.slo, res.Records, res.Samples, t.bursts)
+			res.Wall = time.Since(runStart)
+			s := res.Summary
+			say("%s on %s: attainment %.1f%%, %d failed, TTFT p90 %.2fs, %.2f GPU-hours, %.0f good requests per GPU-hour, %d scale events (%s wall)",
+				p.Name, t.name, 100*s.Attainment, s.Failed, s.TTFT.P90, s.ReplicaHours, s.GoodPerGPUHour, s.ScaleEvents, res.Wall.Round(time.Second))
+			rep.Runs = append(rep.Runs, res)
+			if err := rep.write(cfg.out, t.reqs); err != nil {
+				return err
+			}
+		}
+		fmt.Println(rep.markdown())
+	}
+	say("done in %s; reports in %s", time.Since(began).Round(time.Second), cfg.out)
+	return nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+)
+
+// Pickers: how the front end chooses a Ready pod for each request.
+const (
+	// pickLeastLoaded sends each request to the Ready pod with the fewest
+	// requests in flight through the front end (ties: the first in order),
+	// as an inference gateway does.
+	pickLeastLoaded = "least-loaded"
+	// pickRoundRobin cycles over the Ready pods, as a Service does.
+	pickRoundRobin = "round-robin"
+)
+
+// frontEnd is the Service in front of the fleet: a reverse proxy on
+// 127.0.0.1 over the endpoints Ready at each request. Server-sent events
+// pass through unbuffered.
+type frontEnd struct {
+	URL string
+
+	srv       *http.Server
+	endpoints func() []string
+	pick      string
+
+	mu       sync.Mutex
+	inFlight map[string]int
+	next     int
+}
+
+type backendKey struct{}
+
+func startFrontEnd(endpoints func() []string, pick string) (*frontEnd, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("front end: listen: %w", err)
+	}
+	f := &frontEnd{URL: "http://" + l.Addr().String(), endpoints: endpoints, pick: pick, inFlight: map[string]int{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(r.In.Context().Value(backendKey{}).(*url.URL)) },
+		Transport:     &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, "front end: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	f.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ep, ok := f.choose()
+		if !ok {
+			http.Error(w, "front end: no Ready endpoints", http.StatusServiceUnavailable)
+			return
+		}
+		defer f.done(ep)
+		target, err := url.Parse(ep)
+		if err != nil {
+			http.Error(w, "front end: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), backendKey{}, target)))
+	})}
+	go func() { _ = f.srv.Serve(l) }()
+	return f, nil
+}
+
+// choose picks an endpoint and counts the request in flight on it.
+func (f *frontEnd) choose() (string, bool) {
+	eps := f.endpoints()
+	if len(eps) == 0 {
+		return "", false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ep string
+	switch f.pick {
+	case pickRoundRobin:
+		ep = eps[f.next%len(eps)]
+		f.next++
+	default:
+		ep = pickLeast(eps, f.inFlight)
+	}
+	f.inFlight[ep]++
+	return ep, true
+}
+
+// pickLeast returns the endpoint of eps with the fewest in flight, the
+// first of them on a tie.
+func pickLeast(eps []string, inFlight map[string]int) string {
+	best := eps[0]
+	for _, ep := range eps[1:] {
+		if inFlight[ep] < inFlight[best] {
+			best = ep
+		}
+	}
+	return best
+}
+
+func (f *frontEnd) done(ep string) {
+	f.mu.Lock()
+	f.inFlight[ep]--
+	if f.inFlight[ep] <= 0 {
+		delete(f.inFlight, ep)
+	}
+	f.mu.Unlock()
+}
+
+func (f *frontEnd) Close() error { return f.srv.Close() }

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Record is what one replayed request saw, in simulated time (the
+// compression already undone).
+type Record struct {
+	// Sent is when the request was sent, since the replay started.
+	Sent         time.Duration `json:"sent"`
+	PromptTokens int           `json:"promptTokens"`
+	OutputTokens int           `json:"outputTokens"`
+	// Tokens is how many output tokens arrived.
+	Tokens int           `json:"tokens"`
+	TTFT   time.Duration `json:"ttft"`
+	E2E    time.Duration `json:"e2e"`
+	// Err is set when the request failed (refused, cut off, no [DONE]).
+	Err string `json:"err,omitempty"`
+}
+
+// Failed reports whether the request did not complete.
+func (r Record) Failed() bool { return r.Err != "" || r.Tokens < r.OutputTokens }
+
+// TPOT is the mean time per output token after the first, and false when
+// the request produced fewer than two tokens (TTFT is then all there is).
+func (r Record) TPOT() (time.Duration, bool) {
+	if r.Tokens < 2 {
+		return 0, false
+	}
+	return (r.E2E - r.TTFT) / time.Duration(r.Tokens-1), true
+}
+
+// SLO is the latency objective one request must meet to count as good.
+type SLO struct {
+	TTFT time.Duration `json:"ttft"`
+	TPOT time.Duration `json:"tpot"`
+}
+
+// Good reports whether r completed with TTFT and mean TPOT within s.
+func (s SLO) Good(r Record) bool {
+	if r.Failed() || r.TTFT > s.TTFT {
+		return false
+	}
+	tpot, ok := r.TPOT()
+	return !ok || tpot <= s.TPOT
+}
+
+// Sample is the fleet at one instant of the replay, in simulated time.
+type Sample struct {
+	T time.Duration `json:"t"`
+	// Replicas is the pods that exist (each holds its GPU from creation,
+	// loading or not); Ready those that serve; Desired the Deployment's
+	// spec.replicas (what the HPA asked for).
+	Replicas int `json:"replicas"`
+	Ready    int `json:"ready"`
+	Desired  int `json:"desired"`
+	// Metric is the HPA's current average value of its metric, when it has
+	// one (absent before the HPA first reads it, and for the fixed fleet).
+	Metric *float64 `json:"metric,omitempty"`
+}
+
+// Percentiles are p50, p90 and p99 of a set of durations, in seconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	N   int     `json:"n"`
+}
+
+// percentiles uses the nearest-rank method; none of an empty set.
+func percentiles(ds []time.Duration) Percentiles {
+	if len(ds) == 0 {
+		return Percentiles{}
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(s)))) - 1
+		return s[max(i, 0)].Seconds()
+	}
+	return Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), N: len(s)}
+}
+
+// Summary is one policy's result on one trace.
+type Summary struct {
+	Policy string `json:"policy"`
+	Trace  string `json:"trace"`
+	// Span is the simulated length of the replay: from its start to the
+	// last sample.
+	Span     time.Duration `json:"span"`
+	Requests int           `json:"requests"`
+	Failed   int           `json:"failed"`
+	Good     int           `json:"good"`
+	// Attainment is Good / Requests.
+	Attainment float64 `json:"attainment"`
+	// Goodput is good requests per simulated second of the span.
+	Goodput float64     `json:"goodput"`
+	TTFT    Percentiles `json:"ttft"`
+	TPOT    Percentiles `json:"tpot"`
+	// ReplicaHours is the integral of Replicas over the span, in hours:
+	// GPU-hours with one GPU per replica.
+	ReplicaHours float64 `json:"replicaHours"`
+	// GoodPerGPUHour is Good / ReplicaHours.
+	GoodPerGPUHour float64 `json:"goodPerGPUHour"`
+	// ScaleEvents counts changes of the desired replicas.
+	ScaleEvents int `json:"scaleEvents"`
+	MaxReplicas int `json:"maxReplicas"`
+	// Bursts is how many bursts the trace has in the span; BurstToReady
+	// the time from each burst's start to the first new Ready replica
+	// after it (median and max over the bursts that got one);
+	// BurstsUnanswered those that got none within burstHorizon.
+	Bursts           int     `json:"bursts"`
+	BurstToReadyP50  float64 `json:"burstToReadyP50,omitempty"`
+	BurstToReadyMax  float64 `json:"burstToReadyMax,omitempty"`
+	BurstsUnanswered int     `json:"burstsUnanswered"`
+	// MetricRead says whether the HPA ever reported its metric's value.
+	MetricRead bool `json:"metricRead"`
+}
+
+// summarize computes a Summary from per-request records and fleet samples
+// (sorted by time). bursts are the trace's burst starts.
+func summarize(policy, trace string, slo SLO, recs []Record, samples []Sample, bursts []time.Duration) Summary {
+	s := Summary{Policy: policy, Trace: trace, Requests: len(recs)}
+	var ttft, tpot []time.Duration
+	for _, r := range recs {
+		if r.Failed() {
+			s.Failed++
+			continue
+		}
+		ttft = append(ttft, r.TTFT)
+		if d, ok := r.TPOT(); ok {
+			tpot = append(tpot, d)
+		}
+		if slo.Good(r) {
+			s.Good++
+		}
+	}
+	s.TTFT, s.TPOT = percentiles(ttft), percentiles(tpot)
+	if s.Requests > 0 {
+		s.Attainment = float64(s.Good) / float64(s.Requests)
+	}
+	if len(samples) > 0 {
+		s.Span = samples[len(samples)-1].T
+	}
+	if s.Span > 0 {
+		s.Goodput = float64(s.Good) / s.Span.Seconds()
+	}
+	s.ReplicaHours = replicaHours(samples)
+	if s.ReplicaHours > 0 {
+		s.GoodPerGPUHour = float64(s.Good) / s.ReplicaHours
+	}
+	for i, x := range samples {
+		s.MaxReplicas = max(s.MaxReplicas, x.Replicas)
+		if i > 0 && x.Desired != samples[i-1].Desired {
+			s.ScaleEvents++
+		}
+		s.MetricRead = s.MetricRead || x.Metric != nil
+	}
+	var reactions []time.Duration
+	for _, b := range bursts {
+		if b > s.Span {
+			continue
+		}
+		s.Bursts++
+		if d, ok := timeToNewReady(samples, b); ok {
+			reactions = append(reactions, d)
+		} else {
+			s.BurstsUnanswered++
+		}
+	}
+	if len(reactions) > 0 {
+		p := percentiles(reactions)
+		s.BurstToReadyP50 = p.P50
+		sort.Slice(reactions, func(i, j int) bool { return reactions[i] < reactions[j] })
+		s.BurstToReadyMax = reactions[len(reactions)-1].Seconds()
+	}
+	return s
+}
+
+// replicaHours integrates Replicas over the samples as a step function:
+// each sample's count holds until the next sample.
+func replicaHours(samples []Sample) float64 {
+	var total float64
+	for i := 1; i < len(samples); i++ {
+		total += float64(samples[i-1].Replicas) * (samples[i].T - samples[i-1].T).Hours()
+	}
+	return total
+}
+
+// burstHorizon is how long after a burst's start a new Ready replica still
+// counts as the answer to it.
+const burstHorizon = 10 * time.Minute
+
+// timeToNewReady is the time from at to the first sample after it whose
+// Ready count exceeds the count at at.
+func timeToNewReady(samples []Sample, at time.Duration) (time.Duration, bool) {
+	base := -1
+	for _, x := range samples {
+		if x.T <= at {
+			base = x.Ready
+			continue
+		}
+		if base < 0 {
+			base = x.Ready
+			continue
+		}
+		if x.T-at > burstHorizon {
+			return 0, false
+		}
+		if x.Ready > base {
+			return x.T - at, true
+		}
+	}
+	return 0, false
+}
+
+// Burst detection on the trace: arrivals are counted per burstBin; a bin
+// starts a burst when its count is at least burstFactor times the mean of
+// the burstLookback bins before it and above the trace's mean per bin.
+const (
+	burstBin      = time.Minute
+	burstLookback = 5
+	burstFactor   = 2.0
+)
+
+// findBursts returns the start of every burst in the arrival times (sorted).
+func findBursts(arrivals []time.Duration) []time.Duration {
+	if len(arrivals) == 0 {
+		return nil
+	}
+	n := int(arrivals[len(arrivals)-1]/burstBin) + 1
+	bins := make([]float64, n)
+	for _, a := range arrivals {
+		bins[int(a/burstBin)]++
+	}
+	mean := float64(len(arrivals)) / float64(n)
+	var out []time.Duration
+	for i := burstLookback; i < n; i++ {
+		var prev float64
+		for _, c := range bins[i-burstLookback : i] {
+			prev += c
+		}
+		prev /= burstLookback
+		if bins[i] > mean && bins[i] >= burstFactor*prev {
+			out = append(out, time.Duration(i)*burstBin)
+		}
+	}
+	return out
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+)
+
+const ms = time.Millisecond
+
+func TestRecordGood(t *testing.T) {
+	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
+	tests := []struct {
+		name     string
+		r        Record
+		good     bool
+		failed   bool
+		tpot     time.Duration
+		tpotSeen bool
+	}{
+		{"within both", Record{OutputTokens: 11, Tokens: 11, TTFT: time.Second, E2E: 2 * time.Second}, true, false, 100 * ms, true},
+		{"TTFT too slow", Record{OutputTokens: 2, Tokens: 2, TTFT: 2001 * ms, E2E: 2100 * ms}, false, false, 99 * ms, true},
+		{"TPOT too slow", Record{OutputTokens: 3, Tokens: 3, TTFT: 100 * ms, E2E: 400 * ms}, false, false, 150 * ms, true},
+		{"one token: TTFT alone decides", Record{OutputTokens: 1, Tokens: 1, TTFT: 1500 * ms, E2E: 1500 * ms}, true, false, 0, false},
+		{"failed", Record{OutputTokens: 5, Tokens: 0, Err: "status 503"}, false, true, 0, false},
+		{"cut short", Record{OutputTokens: 5, Tokens: 3, TTFT: 100 * ms, E2E: 300 * ms}, false, true, 100 * ms, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := slo.Good(tc.r); got != tc.good {
+				t.Errorf("Good = %v, want %v", got, tc.good)
+			}
+			if got := tc.r.Failed(); got != tc.failed {
+				t.Errorf("Failed = %v, want %v", got, tc.failed)
+			}
+			tpot, ok := tc.r.TPOT()
+			if ok != tc.tpotSeen || tpot != tc.tpot {
+				t.Errorf("TPOT = %s, %v; want %s, %v", tpot, ok, tc.tpot, tc.tpotSeen)
+			}
+		})
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Second)
+	}
+	ds[0], ds[99] = ds[99], ds[0] // order does not matter
+	got := percentiles(ds)
+	if got != (Percentiles{P50: 50, P90: 90, P99: 99, N: 100}) {
+		t.Errorf("percentiles = %+v", got)
+	}
+	if got := percentiles(nil); got != (Percentiles{}) {
+		t.Errorf("percentiles of nothing = %+v, want zero with N 0", got)
+	}
+}
+
+// TestSummarize checks every figure of a Summary on hand-made records and
+// samples: 4 requests (2 good, 1 slow, 1 failed) over 2 hours in which the
+// fleet holds 1 replica for an hour and 3 for the next.
+func TestSummarize(t *testing.T) {
+	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
+	recs := []Record{
+		{Sent: 0, OutputTokens: 11, Tokens: 11, TTFT: time.Second, E2E: 2 * time.Second},
+		{Sent: time.Minute, OutputTokens: 1, Tokens: 1, TTFT: 500 * ms, E2E: 500 * ms},
+		{Sent: 2 * time.Minute, OutputTokens: 11, Tokens: 11, TTFT: 3 * time.Second, E2E: 4 * time.Second},
+		{Sent: 3 * time.Minute, OutputTokens: 11, Err: "status 503"},
+	}
+	one := 0.5
+	samples := []Sample{
+		{T: 0, Replicas: 1, Ready: 1, Desired: 1},
+		{T: 30 * time.Minute, Replicas: 1, Ready: 1, Desired: 3, Metric: &one},
+		{T: time.Hour, Replicas: 3, Ready: 1, Desired: 3},
+		{T: time.Hour + 2*time.Minute, Replicas: 3, Ready: 3, Desired: 3},
+		{T: 2 * time.Hour, Replicas: 3, Ready: 3, Desired: 2},
+	}
+	bursts := []time.Duration{time.Hour, 90 * time.Minute, 3 * time.Hour}
+	s := summarize("p", "tr", slo, recs, samples, bursts)
+	check := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if s.Requests != 4 || s.Failed != 1 || s.Good != 2 {
+		t.Errorf("requests %d failed %d good %d, want 4, 1, 2", s.Requests, s.Failed, s.Good)
+	}
+	check("attainment", s.Attainment, 0.5)
+	check("span (h)", s.Span.Hours(), 2)
+	check("goodput", s.Goodput, 2.0/7200)
+	check("replica-hours", s.ReplicaHours, 1*1+3*1)
+	check("good per GPU-hour", s.GoodPerGPUHour, 0.5)
+	check("TTFT p50", s.TTFT.P50, 1)
+	check("TTFT p99", s.TTFT.P99, 3)
+	check("TPOT p50", s.TPOT.P50, 0.1)
+	if s.TTFT.N != 3 || s.TPOT.N != 2 {
+		t.Errorf("TTFT over %d, TPOT over %d requests; want 3 and 2", s.TTFT.N, s.TPOT.N)
+	}
+	if s.ScaleEvents != 2 || s.MaxReplicas != 3 || !s.MetricRead {
+		t.Errorf("scale events %d, max replicas %d, metric read %v; want 2, 3, true", s.ScaleEvents, s.MaxReplicas, s.MetricRead)
+	}
+	// The burst at 1 h is answered 2 minutes later; the one at 1.5 h never
+	// (no more Ready replicas); the one at 3 h is past the span.
+	if s.Bursts != 2 || s.BurstsUnanswered != 1 {
+		t.Errorf("bursts %d, unanswered %d; want 2 and 1", s.Bursts, s.BurstsUnanswered)
+	}
+	check("burst to Ready p50", s.BurstToReadyP50, 120)
+}
+
+func TestSummarizeNothing(t *testing.T) {
+	s := summarize("p", "tr", SLO{TTFT: time.Second, TPOT: time.Second}, nil, nil, nil)
+	if s.Attainment != 0 || s.ReplicaHours != 0 || s.GoodPerGPUHour != 0 || s.MetricRead {
+		t.Errorf("summary of nothing: %+v", s)
+	}
+}
+
+func TestFindBursts(t *testing.T) {
+	var arrivals []time.Duration
+	add := func(minute, n int) {
+		for i := range n {
+			arrivals = append(arrivals, time.Duration(minute)*time.Minute+time.Duration(i)*time.Second/time.Duration(n+1))
+		}
+	}
+	for m := range 20 {
+		n := 10
+		switch m {
+		case 8:
+			n = 40 // a burst
+		case 9:
+			n = 30 // still high, but not 2x the mean of the 5 minutes before (16, with minute 8)
+		case 15:
+			n = 0
+		}
+		add(m, n)
+	}
+	got := findBursts(arrivals)
+	if len(got) != 1 || got[0] != 8*time.Minute {
+		t.Errorf("bursts at %v, want [8m]", got)
+	}
+}
+
+func TestPickLeast(t *testing.T) {
+	eps := []string{"a", "b", "c"}
+	tests := []struct {
+		inFlight map[string]int
+		want     string
+	}{
+		{map[string]int{}, "a"},
+		{map[string]int{"a": 2, "b": 1, "c": 1}, "b"},
+		{map[string]int{"a": 1, "b": 1, "c": 0}, "c"},
+	}
+	for _, tc := range tests {
+		if got := pickLeast(eps, tc.inFlight); got != tc.want {
+			t.Errorf("pickLeast(%v) = %s, want %s", tc.inFlight, got, tc.want)
+		}
+	}
+}
+
+func TestTimingCompressesEverything(t *testing.T) {
+	tm := newTiming(15, 60*time.Second)
+	h := hpa(policy{Name: "q", Metric: metricQueue, Target: "3"}, "model", 1, 8, tm)
+	b := h.Spec.Behavior
+	if got := b.ScaleUp.Policies[0].PeriodSeconds; got != 1 {
+		t.Errorf("scale-up period %ds, want 15s/15 = 1s", got)
+	}
+	if got := *b.ScaleDown.StabilizationWindowSeconds; got != 20 {
+		t.Errorf("scale-down window %ds, want 300s/15 = 20s", got)
+	}
+	if got := tm.wall(tm.HPASync); got != time.Second {
+		t.Errorf("HPA sync %s, want 1s", got)
+	}
+	if got := tm.wall(tm.ColdStart); got != 4*time.Second {
+		t.Errorf("cold start %s, want 4s", got)
+	}
+	if got := tm.wall(tm.ScrapeInterval); got.Round(ms) != 333*ms {
+		t.Errorf("scrape interval %s, want 333ms", got)
+	}
+}
+
+func TestPrepareTrace(t *testing.T) {
+	cfg := config{rateScale: 2, duration: 30 * time.Minute, maxModelLen: 8192}
+	tr, err := prepareTrace("../../testdata/traces/azure-llm-2023-code.csv.gz", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := tr.reqs[len(tr.reqs)-1]
+	if last.At > 30*time.Minute || last.At < 25*time.Minute {
+		t.Errorf("last request at %s, want near the end of the 30 minutes asked (the trace at twice the rate)", last.At)
+	}
+	for _, r := range tr.reqs {
+		if r.PromptTokens+r.OutputTokens > cfg.maxModelLen {
+			t.Fatalf("request of %d+%d tokens exceeds max-model-len", r.PromptTokens, r.OutputTokens)
+		}
+	}
+}
+
+// TestReportFiles writes the summary CSV, the records CSV, the Markdown
+// and the SVG of a small report and checks what they hold.
+func TestReportFiles(t *testing.T) {
+	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
+	recs := []Record{{Sent: 0, OutputTokens: 1, Tokens: 1, TTFT: time.Second, E2E: time.Second}, {Sent: time.Minute, OutputTokens: 3, Err: "boom"}}
+	samples := []Sample{{T: 0, Replicas: 1, Ready: 1, Desired: 1}, {T: time.Hour, Replicas: 2, Ready: 2, Desired: 2}}
+	p := policy{Name: "queue-3", Metric: metricQueue, Target: "3"}
+	r := report{Trace: "tr", SLO: slo, Timing: newTiming(15, time.Minute), MaxReplicas: 8, Picker: pickLeastLoaded,
+		Runs: []runResult{{Policy: p, Records: recs, Samples: samples, Summary: summarize(p.Name, "tr", slo, recs, samples, nil)}}}
+	var sum, rows, svg bytes.Buffer
+	if err := r.writeSummaryCSV(&sum); err != nil {
+		t.Fatal(err)
+	}
+	got, err := csv.NewReader(&sum).ReadAll()
+	if err != nil || len(got) != 2 || got[1][0] != "queue-3" || got[1][6] != "0.5" || got[1][14] != "1" {
+		t.Errorf("summary CSV %v (%v), want one row with attainment 0.5 and 1 GPU-hour", got, err)
+	}
+	if err := r.writeRecordsCSV(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := csv.NewReader(&rows).ReadAll(); len(got) != 3 || got[1][8] != "true" || got[2][9] != "boom" {
+		t.Errorf("records CSV %v", got)
+	}
+	if md := r.markdown(); !strings.Contains(md, "| queue-3 | 50.0% | 1 |") {
+		t.Errorf("markdown lacks the row:\n%s", md)
+	}
+	if err := r.writeSVG(&svg, []loadgen.TraceRequest{{At: 0}, {At: time.Hour}}); err != nil || !strings.Contains(svg.String(), "queue-3") || !strings.HasSuffix(svg.String(), "</svg>\n") {
+		t.Errorf("SVG (%v):\n%s", err, svg.String())
+	}
+}

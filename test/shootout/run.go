@@ -1,0 +1,371 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
+)
+
+// deploymentName is the Deployment (and HPA) of every policy's namespace.
+const deploymentName = "model"
+
+// sampleEvery is how often (wall clock) the fleet is sampled.
+const sampleEvery = 250 * time.Millisecond
+
+// env is the control plane, the node and the adapter shared by every run.
+type env struct {
+	dir     string
+	cp      *framework.ControlPlane
+	kubelet *framework.Kubelet
+	adapter *framework.Adapter
+}
+
+// setUp builds the binaries, starts the control plane with the compressed
+// HPA sync period, the kubelet stand-in with sim-driven GPUs, the adapter
+// with the compressed scrape settings and a gpu-agent on the sim backend.
+func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any)) (e *env, err error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "ima-shootout-")
+	if err != nil {
+		return nil, fmt.Errorf("create temp dir: %w", err)
+	}
+	e = &env{dir: dir}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.tearDown())
+		}
+	}()
+	bins := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bins, 0o755); err != nil {
+		return e, err
+	}
+	built := map[string]string{}
+	for _, c := range []string{framework.ComponentAdapter, framework.ComponentSim, framework.ComponentGPUAgent} {
+		say("building %s", c)
+		if built[c], err = framework.BuildCommand(ctx, root, bins, c); err != nil {
+			return e, fmt.Errorf("build %s: %w", c, err)
+		}
+	}
+	say("starting etcd, kube-apiserver, kube-controller-manager (HPA sync period %s wall = %s simulated)", tm.wall(tm.HPASync), tm.HPASync)
+	if e.cp, err = framework.StartControlPlane(ctx, cfg.binDir, dir, "--horizontal-pod-autoscaler-sync-period="+tm.wall(tm.HPASync).String()); err != nil {
+		return e, fmt.Errorf("start control plane: %w", err)
+	}
+	if e.kubelet, err = framework.StartKubelet(ctx, e.cp.Client, built[framework.ComponentSim], e.cp.LogDir); err != nil {
+		return e, err
+	}
+	if err := e.kubelet.EnableGPUs(built[framework.ComponentGPUAgent], dir); err != nil {
+		return e, err
+	}
+	if err := e.kubelet.UseSimGPUs(dir); err != nil {
+		return e, err
+	}
+	args := append(framework.AdapterArgs(),
+		"--scrape-interval="+tm.wall(tm.ScrapeInterval).String(),
+		"--scrape-timeout="+tm.wall(tm.ScrapeTimeout).String(),
+		"--max-age="+tm.wall(tm.MaxAge).String(),
+		"--v=1")
+	say("starting the adapter (scrape every %s wall = %s simulated)", tm.wall(tm.ScrapeInterval), tm.ScrapeInterval)
+	if e.adapter, err = framework.StartAdapter(ctx, e.cp, framework.AdapterConfig{
+		Binary: built[framework.ComponentAdapter], Namespace: framework.AdapterNamespace, Service: framework.AdapterService, Args: args,
+	}); err != nil {
+		return e, fmt.Errorf("start adapter: %w", err)
+	}
+	if err := startGPUAgent(ctx, e.cp, tm); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// tearDown stops every process by PID and removes the directory.
+func (e *env) tearDown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var errs []error
+	if e.adapter != nil {
+		errs = append(errs, e.adapter.Stop(ctx))
+	}
+	if e.kubelet != nil {
+		errs = append(errs, e.kubelet.Stop())
+	}
+	if e.cp != nil {
+		errs = append(errs, e.cp.Stop())
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		err = os.RemoveAll(e.dir)
+	}
+	return err
+}
+
+// startGPUAgent runs the gpu-agent as its DaemonSet would: in the adapter's
+// namespace, owned by a DaemonSet, on the node, on the sim backend.
+func startGPUAgent(ctx context.Context, cp *framework.ControlPlane, tm timing) error {
+	c := cp.Client
+	ns := framework.AdapterNamespace
+	key, value, _ := strings.Cut(framework.GPUAgentLabel, "=")
+	lbls := map[string]string{key: value}
+	spec := corev1.PodSpec{
+		AutomountServiceAccountToken: new(false),
+		Containers: []corev1.Container{{
+			Name:  "agent",
+			Image: framework.GPUAgentImage,
+			Args:  []string{"--testing-fake-nvml=sim", "--interval=" + tm.wall(tm.AgentInterval).String()},
+			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9410}},
+		}},
+	}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-agent"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: lbls},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: spec},
+		},
+	}
+	ds, err := c.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create gpu-agent DaemonSet: %w", err)
+	}
+	podSpec := *spec.DeepCopy()
+	podSpec.NodeName = framework.NodeName
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            "gpu-agent-node",
+			Labels:          lbls,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))},
+		},
+		Spec: podSpec,
+	}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create gpu-agent pod: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", nil
+	})
+}
+
+// simArgs are the flags of every replica: the calibrated profile, the
+// compression, the cold start and the termination grace period.
+func simArgs(tm timing) []string {
+	return []string{
+		"--profile=" + sim.ProfileLlama3_8BA100,
+		fmt.Sprintf("--time-scale=%g", tm.Compress),
+		"--load-time=" + tm.ColdStart.String(),
+		"--shutdown-timeout=" + tm.wall(tm.TerminationGrace).String(),
+	}
+}
+
+// deployment is the fleet: replicas of the simulator, each holding one
+// GPU, bound to the node, Ready when /health answers (after the cold start).
+func deployment(replicas int32, tm timing, maxNumSeqs int) *appsv1.Deployment {
+	d := framework.SimDeployment(deploymentName, replicas, simArgs(tm))
+	tmpl := &d.Spec.Template
+	tmpl.Annotations = map[string]string{"inference-metrics-adapter/max-batch-size": fmt.Sprint(maxNumSeqs)}
+	tmpl.Spec.NodeName = framework.NodeName
+	grace := int64(tm.TerminationGrace.Seconds())
+	tmpl.Spec.TerminationGracePeriodSeconds = &grace
+	c := &tmpl.Spec.Containers[0]
+	c.Resources.Limits = corev1.ResourceList{framework.GPUResource: resource.MustParse("1")}
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}}}
+	return d
+}
+
+// runResult is one policy's raw outcome on one trace.
+type runResult struct {
+	Policy  policy                                 `json:"policy"`
+	HPA     *autoscalingv2.HorizontalPodAutoscaler `json:"hpa,omitempty"`
+	Records []Record                               `json:"-"`
+	Samples []Sample                               `json:"samples"`
+	Summary Summary                                `json:"summary"`
+	Wall    time.Duration                          `json:"wall"`
+}
+
+// runPolicy replays reqs against a fresh fleet sized by p, in a namespace
+// of its own, and deletes the namespace afterwards, waiting until its pods
+// are gone so that the next run starts from the same empty node.
+func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName string, reqs []loadgen.TraceRequest, p policy, say func(string, ...any)) (res runResult, err error) {
+	c := e.cp.Client
+	res.Policy = p
+	ns := "shootout-" + p.Name
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return res, fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	defer func() { err = errors.Join(err, deleteNamespace(c, ns)) }()
+	if err := waitServiceAccount(ctx, e.cp, ns); err != nil {
+		return res, err
+	}
+	start := int32(cfg.minReplicas)
+	if p.Metric == "" {
+		start = int32(p.Fixed)
+	}
+	d := deployment(start, tm, cfg.maxNumSeqs)
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return res, fmt.Errorf("create deployment: %w", err)
+	}
+	say("%s: waiting for %d replica(s) to load (%s simulated, %s wall)", p.Name, start, tm.ColdStart, tm.wall(tm.ColdStart))
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, tm.wall(tm.ColdStart)+2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := c.AppsV1().Deployments(ns).Get(ctx, deploymentName, metav1.GetOptions{})
+		return err == nil && got.Status.ReadyReplicas >= start, nil
+	}); err != nil {
+		return res, fmt.Errorf("%s: deployment never had %d ready replicas: %w", p.Name, start, err)
+	}
+	if p.Metric != "" {
+		res.HPA = hpa(p, deploymentName, int32(cfg.minReplicas), int32(cfg.maxReplicas), tm)
+		if _, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, res.HPA, metav1.CreateOptions{}); err != nil {
+			return res, fmt.Errorf("create HPA: %w", err)
+		}
+	}
+	selector := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
+	fe, err := startFrontEnd(func() []string { return e.kubelet.Endpoints(ns, selector) }, cfg.pick)
+	if err != nil {
+		return res, err
+	}
+	defer fe.Close()
+
+	say("%s: replaying %s: %d requests over %s simulated (%s wall)", p.Name, traceName, len(reqs), reqs[len(reqs)-1].At.Round(time.Second), tm.wall(reqs[len(reqs)-1].At).Round(time.Second))
+	replayStart := time.Now()
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var samples []Sample
+	var wg sync.WaitGroup
+	wg.Go(func() { samples = sample(sampleCtx, e, ns, replayStart, tm, p.Name, say) })
+	rep, lerr := loadgen.Run(ctx, loadgen.Config{
+		URL:            fe.URL,
+		Model:          cfg.model,
+		Endpoint:       loadgen.EndpointCompletions,
+		Trace:          reqs,
+		TimeScale:      tm.Compress,
+		MaxInFlight:    cfg.maxInFlight,
+		RequestTimeout: tm.wall(cfg.requestTimeout),
+	})
+	stopSampling()
+	wg.Wait()
+	if lerr != nil && rep == nil {
+		return res, fmt.Errorf("%s: replay: %w", p.Name, lerr)
+	}
+	res.Samples = samples
+	for _, r := range rep.Results {
+		rec := Record{Sent: r.Sent, PromptTokens: r.PromptTokens, OutputTokens: r.MaxTokens, Tokens: r.Tokens, TTFT: r.TTFT, E2E: r.E2E}
+		if r.Err != nil {
+			rec.Err = r.Err.Error()
+		}
+		res.Records = append(res.Records, rec)
+	}
+	for range rep.Dropped {
+		res.Records = append(res.Records, Record{Err: "dropped: too many requests in flight"})
+	}
+	return res, lerr
+}
+
+// sample records the fleet every sampleEvery until ctx ends, printing a
+// line every 20 samples.
+func sample(ctx context.Context, e *env, ns string, start time.Time, tm timing, name string, say func(string, ...any)) []Sample {
+	c := e.cp.Client
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	var out []Sample
+	for i := 0; ; i++ {
+		now := time.Now()
+		s := Sample{T: time.Duration(float64(now.Sub(start)) * tm.Compress)}
+		gctx, cancel := context.WithTimeout(context.Background(), sampleEvery*4)
+		d, err := c.AppsV1().Deployments(ns).Get(gctx, deploymentName, metav1.GetOptions{})
+		if err == nil {
+			s.Desired, s.Replicas, s.Ready = int(*d.Spec.Replicas), int(d.Status.Replicas), int(d.Status.ReadyReplicas)
+			if pods, err := c.CoreV1().Pods(ns).List(gctx, metav1.ListOptions{}); err == nil {
+				s.Replicas = len(pods.Items) // every pod holds its GPU, loading or terminating
+			}
+		}
+		if h, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(gctx, deploymentName, metav1.GetOptions{}); err == nil {
+			for _, m := range h.Status.CurrentMetrics {
+				if m.Pods != nil && m.Pods.Current.AverageValue != nil {
+					v := m.Pods.Current.AverageValue.AsApproximateFloat64()
+					s.Metric = &v
+				}
+			}
+		}
+		cancel()
+		if err == nil {
+			out = append(out, s)
+		} else {
+			klog.InfoS("shootout: sample failed", "namespace", ns, "err", err)
+		}
+		if i%40 == 0 {
+			metric := "-"
+			if s.Metric != nil {
+				metric = fmt.Sprintf("%.3g", *s.Metric)
+			}
+			say("%s: t=%s replicas %d ready %d desired %d metric %s", name, s.T.Round(time.Second), s.Replicas, s.Ready, s.Desired, metric)
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+	}
+}
+
+// waitServiceAccount waits for the namespace's default ServiceAccount,
+// without which pods are not admitted.
+func waitServiceAccount(ctx context.Context, cp *framework.ControlPlane, ns string) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cp.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// deleteNamespace deletes ns and waits until it is gone: its pods
+// stopped and their GPUs free for the next run.
+func deleteNamespace(c kubernetes.Interface, ns string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s not gone: %w", ns, err)
+	}
+	return nil
+}
+
+// writeFile creates path and writes it with fn.
+func writeFile(path string, fn func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
