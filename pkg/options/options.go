@@ -53,6 +53,9 @@ type Options struct {
 	ServerConfig       string
 	// ShutdownDelay keeps serving, with /readyz failing, after SIGTERM.
 	ShutdownDelay time.Duration
+	// AnswerCacheTTL is how long an encoded answer serves identical
+	// questions; 0 disables the answer cache.
+	AnswerCacheTTL time.Duration
 
 	// FirstScrapeConcurrency is the size of the on-demand scrape pool.
 	FirstScrapeConcurrency int
@@ -95,7 +98,8 @@ func NewOptions() *Options {
 		MaxSelectors:             targets.DefaultMaxSelectors,
 		namespaceFile:            serviceAccountNamespaceFile,
 
-		ShutdownDelay: 10 * time.Second,
+		ShutdownDelay:  10 * time.Second,
+		AnswerCacheTTL: defaultAnswerCacheTTL,
 	}
 }
 
@@ -104,6 +108,10 @@ func NewOptions() *Options {
 const (
 	defaultScrapeTimeout = 3 * time.Second
 	defaultMaxAge        = 15 * time.Second
+	// defaultAnswerCacheTTL is lowered to a quarter of a shorter
+	// --scrape-interval, so that the cache adds at most a quarter of an
+	// interval to the time a new value takes to show.
+	defaultAnswerCacheTTL = time.Second
 )
 
 // Flags returns every flag bound to o, in the sections --help prints: the
@@ -152,7 +160,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Complete sets the defaults that follow other flags, for the flags fs did
 // not set: as in Prometheus, an unset --scrape-timeout is the default or
 // --scrape-interval, whichever is shorter; an unset --max-age is the default
-// or three scrape intervals, whichever is longer; an unset --max-selectors
+// or three scrape intervals, whichever is longer; an unset
+// --answer-cache-ttl is 1s or a quarter of --scrape-interval, whichever is
+// shorter; an unset --max-selectors
 // is at least --max-selectors-per-namespace. A value set explicitly is kept,
 // so that Validate reports a contradiction between two flags the user set.
 func (o *Options) Complete(fs *pflag.FlagSet) {
@@ -161,6 +171,9 @@ func (o *Options) Complete(fs *pflag.FlagSet) {
 	}
 	if !fs.Changed("max-age") && o.ScrapeInterval > 0 {
 		o.MaxAge = max(defaultMaxAge, 3*o.ScrapeInterval)
+	}
+	if !fs.Changed("answer-cache-ttl") && o.ScrapeInterval > 0 {
+		o.AnswerCacheTTL = min(defaultAnswerCacheTTL, o.ScrapeInterval/4)
 	}
 	if !fs.Changed("max-selectors") {
 		o.MaxSelectors = max(targets.DefaultMaxSelectors, o.MaxSelectorsPerNamespace)
@@ -187,6 +200,7 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods: only DaemonSet pods there are trusted as agents. Empty means the adapter's own namespace (env POD_NAMESPACE, else the service account's namespace file). With --namespaces, this namespace is watched too.")
 	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
+	fs.DurationVar(&o.AnswerCacheTTL, "answer-cache-ttl", o.AnswerCacheTTL, "How long an answer is kept and given to callers asking the same question (after each caller's authorization), so that many callers share one computation; never past --max-age of its oldest value. Unset, it is 1s or a quarter of --scrape-interval, whichever is shorter; 0 disables the cache.")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
 }
 
@@ -222,6 +236,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DemandTTL < o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--demand-ttl (%s) must be at least --scrape-interval (%s)", o.DemandTTL, o.ScrapeInterval))
+	}
+	if o.AnswerCacheTTL < 0 || (o.ScrapeInterval > 0 && o.AnswerCacheTTL > o.ScrapeInterval) {
+		errs = append(errs, fmt.Errorf("--answer-cache-ttl must be between 0 and --scrape-interval (%s), got %s", o.ScrapeInterval, o.AnswerCacheTTL))
 	}
 	if o.ShutdownDelay < 0 || o.ShutdownDelay > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("--shutdown-delay must be between 0 and 5m, got %s", o.ShutdownDelay))
@@ -330,6 +347,7 @@ func (o *Options) Config() (*server.Config, error) {
 		GPUAgentNamespace:  o.GPUAgentNamespace,
 		EnableExternal:     o.EnableExternal,
 		ShutdownDelay:      o.ShutdownDelay,
+		AnswerCacheTTL:     o.AnswerCacheTTL,
 
 		MaxSelectorsPerNamespace: o.MaxSelectorsPerNamespace,
 		MaxSelectors:             o.MaxSelectors,

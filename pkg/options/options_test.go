@@ -252,3 +252,45 @@ func TestDefect_ScrapeIntervalAloneRefused(t *testing.T) {
 		})
 	}
 }
+
+// The answer cache's TTL follows a shorter --scrape-interval, so that it
+// never adds more than a quarter of an interval to a value's way to the HPA;
+// set explicitly it must lie between 0 and the interval.
+func TestAnswerCacheTTLFollowsInterval(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    time.Duration
+		wantErr string
+	}{
+		{name: "default", want: time.Second},
+		{name: "short interval alone", args: []string{"--scrape-interval=1s"}, want: 250 * time.Millisecond},
+		{name: "long interval alone", args: []string{"--scrape-interval=30s"}, want: time.Second},
+		{name: "set is kept", args: []string{"--scrape-interval=1s", "--answer-cache-ttl=100ms"}, want: 100 * time.Millisecond},
+		{name: "zero disables", args: []string{"--answer-cache-ttl=0"}, want: 0},
+		{name: "negative", args: []string{"--answer-cache-ttl=-1s"}, want: -time.Second, wantErr: "--answer-cache-ttl must be between 0 and --scrape-interval (5s), got -1s"},
+		{name: "above the interval", args: []string{"--scrape-interval=1s", "--answer-cache-ttl=2s"}, want: 2 * time.Second, wantErr: "--answer-cache-ttl must be between 0 and --scrape-interval (1s), got 2s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.GPUAgentSelector = ""
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.Complete(fs)
+			if o.AnswerCacheTTL != tc.want {
+				t.Errorf("--answer-cache-ttl %s, want %s", o.AnswerCacheTTL, tc.want)
+			}
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one mentioning %q", err, tc.wantErr)
+			}
+		})
+	}
+}

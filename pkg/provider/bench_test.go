@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
 
@@ -69,14 +71,30 @@ func BenchmarkList1000(b *testing.B) {
 	}
 }
 
-// BenchmarkList1000HTTP10Clients answers the same question through the
-// library's HTTP handler (routing, conversion, JSON) with 10 concurrent
-// clients; ns/op is per answer.
-func BenchmarkList1000HTTP10Clients(b *testing.B) {
+// BenchmarkList1000HTTP answers the same question through the library's
+// HTTP handler (routing, conversion, JSON, gzip) with 1, 10 and 50
+// concurrent clients, without and with the answer cache in front (as the
+// adapter runs it: --answer-cache-ttl, 1s at the default 5s interval); ns/op
+// is the CPU and wall time per answer over all clients.
+func BenchmarkList1000HTTP(b *testing.B) {
+	for _, clients := range []int{1, 10, 50} {
+		for _, ttl := range []time.Duration{0, time.Second} {
+			name := fmt.Sprintf("clients=%d/cache=off", clients)
+			if ttl > 0 {
+				name = fmt.Sprintf("clients=%d/cache=%s", clients, ttl)
+			}
+			b.Run(name, func(b *testing.B) { benchList1000HTTP(b, clients, ttl) })
+		}
+	}
+}
+
+func benchList1000HTTP(b *testing.B, clients int, ttl time.Duration) {
 	p := fleet(b, 1000)
-	srv := newHTTPServer(b, p)
-	url := srv + "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/*/inference_queue_size?labelSelector=app%3Dllm"
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	h := answers.Wrap(answers.Config{TTL: ttl, MaxAge: p.cfg.MaxAge}, handler(b, p), nil, p.clock)
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	url := srv.URL + "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/*/inference_queue_size?labelSelector=app%3Dllm"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients + 1}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	var (
@@ -85,7 +103,7 @@ func BenchmarkList1000HTTP10Clients(b *testing.B) {
 		lat []time.Duration
 	)
 	work := make(chan struct{})
-	for range 10 {
+	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -12,6 +12,7 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
@@ -94,6 +95,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	if !ok {
 		return nil, outOfRange(cinfo, fmt.Sprintf("pods matching %q", podSel.String()), agg.value)
 	}
+	answers.Seen(ctx, agg.oldest)
 	window := p.windowSeconds()
 	return &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{{
 		MetricName:    info.Metric,

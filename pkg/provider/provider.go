@@ -39,6 +39,7 @@ import (
 	inf "gopkg.in/inf.v0"
 	"k8s.io/utils/clock"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
@@ -176,7 +177,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		if s.Status != store.OK {
 			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, describe(s)))
 		}
-		v, err := p.value(info, sig, ref(k, name), s.Value, s.Time, metricSelector)
+		v, err := p.value(ctx, info, sig, ref(k, name), s.Value, s.Time, metricSelector)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +243,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 			why.add(pod, s)
 			continue
 		}
-		v, err := p.value(info, sig, ref(kindPod, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}), s.Value, s.Time, metricSelector)
+		v, err := p.value(ctx, info, sig, ref(kindPod, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}), s.Value, s.Time, metricSelector)
 		if err != nil {
 			why.addText(pod, store.Absent, err.Error())
 			continue
@@ -364,7 +365,7 @@ func (p *Provider) objectValue(ctx context.Context, k kind, name types.Namespace
 	if math.IsInf(agg.value, 0) || math.IsNaN(agg.value) {
 		return nil, outOfRange(info, fmt.Sprintf("%s/%s", name.Namespace, name.Name), agg.value)
 	}
-	v, err := p.value(info, sig, ref(k, name), agg.value, agg.oldest, metricSelector)
+	v, err := p.value(ctx, info, sig, ref(k, name), agg.value, agg.oldest, metricSelector)
 	if err != nil {
 		return nil, err
 	}
@@ -470,11 +471,12 @@ func (p *Provider) windowSeconds() int64 {
 
 // value builds the API's value of obj; a value that is not a finite number
 // is a 404 saying so.
-func (p *Provider) value(info cmprovider.CustomMetricInfo, sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) (custom_metrics.MetricValue, error) {
+func (p *Provider) value(ctx context.Context, info cmprovider.CustomMetricInfo, sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) (custom_metrics.MetricValue, error) {
 	q, ok := quantity(v)
 	if !ok {
 		return custom_metrics.MetricValue{}, outOfRange(info, obj.Namespace+"/"+obj.Name, v)
 	}
+	answers.Seen(ctx, at)
 	window := p.windowSeconds()
 	mv := custom_metrics.MetricValue{
 		DescribedObject: obj,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
@@ -45,6 +47,9 @@ type Config struct {
 	// GPUAgentSelector are trusted as gpu-agents.
 	GPUAgentNamespace string
 	EnableExternal    bool
+	// AnswerCacheTTL is how long an encoded answer is served to identical
+	// questions (see package answers); 0 disables the cache.
+	AnswerCacheTTL time.Duration
 	// ShutdownDelay is how long the API server keeps serving after SIGTERM
 	// with /readyz failing, before it closes its port.
 	ShutdownDelay time.Duration
@@ -127,6 +132,12 @@ func Run(ctx context.Context, cfg *Config) error {
 	// Through the delay after SIGTERM /readyz fails while requests are still
 	// served, so that kube-apiserver stops sending before the port closes.
 	apiConfig.GenericConfig.ShutdownDelayDuration = cfg.ShutdownDelay
+	// The answer cache sits inside the filters, after authentication and
+	// authorization: only an authorized request reaches it.
+	cacheCfg := answers.Config{TTL: cfg.AnswerCacheTTL, MaxAge: cfg.MaxAge}
+	apiConfig.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return genericapiserver.DefaultBuildHandlerChain(answers.Wrap(cacheCfg, h, reg, clk), c)
+	}
 	srv, err := cfg.Adapter.Server()
 	if err != nil {
 		return fmt.Errorf("building the API server: %w", err)

@@ -48,6 +48,9 @@ type options struct {
 	quiet        time.Duration
 	loadDuration time.Duration
 	keep         bool
+	// profileDir, when set, receives the adapter's CPU profile over the
+	// quiet window and over each latency run, and its heap profile.
+	profileDir string
 }
 
 func parseClients(s string) ([]int, error) {
@@ -101,6 +104,7 @@ func main() {
 	flag.IntVar(&o.procs, "procs", 0, fmt.Sprintf("fake-fleet processes (0: one per %d pods)", podsPerProc))
 	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")
+	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-clients-N.pprof), heap after the quiet window (heap.pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
 	// The child mode: serve pods [from, to) and take commands on an address.
 	flag.IntVar(&serveFrom, "serve-from", -1, "internal: serve pods from this index (child process)")

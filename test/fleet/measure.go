@@ -156,13 +156,20 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	if err != nil {
 		return nil, err
 	}
+	prof := e.profile(ctx, o, "cpu-quiet.pprof", o.quiet)
 	sleep(ctx, o.quiet)
+	if err := prof.wait(); err != nil {
+		return nil, err
+	}
 	b, err := e.snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r.quiet = since(a, b)
 	if r.mem, err = readMemory(e.adapter.Process.PID()); err != nil {
+		return r, err
+	}
+	if err := e.heapProfile(ctx, o); err != nil {
 		return r, err
 	}
 
@@ -172,7 +179,11 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	}
 	for _, c := range o.clients {
 		say("answer latency: %d client(s) for %s", c, o.loadDuration)
+		prof := e.profile(ctx, o, fmt.Sprintf("cpu-clients-%d.pprof", c), o.loadDuration)
 		lr, err := e.measureLatency(ctx, c, o.loadDuration)
+		if perr := prof.wait(); perr != nil {
+			return r, perr
+		}
 		if err != nil {
 			return r, err
 		}
