@@ -51,6 +51,8 @@ type options struct {
 	// profileDir, when set, receives the adapter's CPU profile over the
 	// quiet window and over each latency run, and its heap profile.
 	profileDir string
+	// adapterArgs are appended to the adapter's flags.
+	adapterArgs []string
 }
 
 func parseClients(s string) ([]int, error) {
@@ -105,6 +107,8 @@ func main() {
 	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-clients-N.pprof), heap after the quiet window (heap.pprof)")
+	var adapterArgs string
+	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
 	// The child mode: serve pods [from, to) and take commands on an address.
 	flag.IntVar(&serveFrom, "serve-from", -1, "internal: serve pods from this index (child process)")
@@ -112,6 +116,7 @@ func main() {
 	flag.StringVar(&servePage, "serve-page", "", "internal: the page file (child process)")
 	flag.StringVar(&serveControl, "serve-control", "", "internal: the command address (child process)")
 	flag.Parse()
+	o.adapterArgs = strings.Fields(adapterArgs)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,18 +116,18 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 		return err
 	}
 	timeout := min(3*time.Second, o.interval*8/10)
-	say("starting the adapter (--scrape-interval=%s --scrape-timeout=%s --max-age=%s)", o.interval, timeout, 3*o.interval)
+	say("starting the adapter (--scrape-interval=%s --scrape-timeout=%s --max-age=%s %s)", o.interval, timeout, 3*o.interval, strings.Join(o.adapterArgs, " "))
 	e.adapter, err = framework.StartAdapter(ctx, e.cp, framework.AdapterConfig{
 		Binary:    adapterBin,
 		Namespace: framework.AdapterNamespace,
 		Service:   framework.AdapterService,
-		Args: []string{
+		Args: append([]string{
 			"--scrape-interval=" + o.interval.String(),
 			"--scrape-timeout=" + timeout.String(),
 			"--max-age=" + (3 * o.interval).String(),
 			"--gpu-agent-namespace=" + framework.AdapterNamespace,
 			"--shutdown-delay=0s",
-		},
+		}, o.adapterArgs...),
 	})
 	if err != nil {
 		return fmt.Errorf("start adapter: %w", err)
