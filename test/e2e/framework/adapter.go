@@ -101,12 +101,7 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 	if a.CA, err = NewCA("e2e-adapter-ca"); err != nil {
 		return nil, err
 	}
-	serving, err := a.CA.Issue(CertSpec{
-		CommonName: a.ServerName,
-		DNSNames:   []string{a.ServerName, cfg.Service + "." + cfg.Namespace, "localhost"},
-		IPs:        []net.IP{net.ParseIP("127.0.0.1")},
-		Server:     true,
-	})
+	serving, err := a.issueServing()
 	if err != nil {
 		return nil, err
 	}
@@ -116,19 +111,7 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 	if a.Port, err = FreePort(); err != nil {
 		return nil, err
 	}
-	args := append([]string{
-		"--secure-port=" + strconv.Itoa(a.Port),
-		"--bind-address=127.0.0.1",
-		"--tls-cert-file=" + serving.CertFile,
-		"--tls-private-key-file=" + serving.KeyFile,
-		"--kubeconfig=" + cfg.Kubeconfig,
-		"--authentication-kubeconfig=" + cfg.Kubeconfig,
-		"--authorization-kubeconfig=" + cfg.Kubeconfig,
-	}, cfg.Args...)
-	if cfg.EnableExternalMetrics {
-		args = append(args, "--enable-external-metrics")
-	}
-	if a.Process, err = StartProcess(cfg.Service, cp.LogDir, cfg.Binary, args, nil); err != nil {
+	if a.Process, err = StartProcess(cfg.Service, cp.LogDir, cfg.Binary, cfg.processArgs(a.Port, serving), nil); err != nil {
 		return nil, err
 	}
 	httpc, err := a.HTTPClient(cp.Admin)
@@ -142,6 +125,34 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 		return nil, err
 	}
 	return a, nil
+}
+
+// issueServing issues the adapter's serving certificate from a.CA.
+func (a *Adapter) issueServing() (*KeyPair, error) {
+	return a.CA.Issue(CertSpec{
+		CommonName: a.ServerName,
+		DNSNames:   []string{a.ServerName, a.cfg.Service + "." + a.cfg.Namespace, "localhost"},
+		IPs:        []net.IP{net.ParseIP("127.0.0.1")},
+		Server:     true,
+	})
+}
+
+// processArgs are the flags of an adapter process serving on port with the
+// certificate files of serving.
+func (cfg AdapterConfig) processArgs(port int, serving *KeyPair) []string {
+	args := append([]string{
+		"--secure-port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1",
+		"--tls-cert-file=" + serving.CertFile,
+		"--tls-private-key-file=" + serving.KeyFile,
+		"--kubeconfig=" + cfg.Kubeconfig,
+		"--authentication-kubeconfig=" + cfg.Kubeconfig,
+		"--authorization-kubeconfig=" + cfg.Kubeconfig,
+	}, cfg.Args...)
+	if cfg.EnableExternalMetrics {
+		args = append(args, "--enable-external-metrics")
+	}
+	return args
 }
 
 // URL is the adapter's own address (not through the aggregator).

@@ -53,6 +53,9 @@ type ControlPlane struct {
 	Dynamic dynamic.Interface
 
 	etcd, apiserver, kcm *Process
+	// etcdURL and adminHTTP let StartEtcd and StartAPIServer wait for readiness.
+	etcdURL   string
+	adminHTTP *http.Client
 }
 
 // StartControlPlane starts etcd, kube-apiserver and kube-controller-manager
@@ -87,6 +90,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...strin
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	cp.etcdURL = etcdURL
 	cp.etcd, err = StartProcess("etcd", cp.LogDir, filepath.Join(binDir, "etcd"), []string{
 		"--name=e2e",
 		"--data-dir=" + filepath.Join(dir, "etcd"),
@@ -137,6 +141,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...strin
 	if err != nil {
 		return nil, err
 	}
+	cp.adminHTTP = adminHTTP
 	if err := waitHTTP(ctx, cp.apiserver, adminHTTP, cp.URL+"/readyz", 60*time.Second); err != nil {
 		return nil, err
 	}
@@ -200,6 +205,35 @@ func (cp *ControlPlane) Impersonate(user string, groups ...string) *rest.Config 
 	c := rest.CopyConfig(cp.Config)
 	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	return c
+}
+
+// StopEtcd stops etcd (SIGTERM, then SIGKILL after a bound); StartEtcd
+// starts it again on the same ports and data directory. For fault tests.
+func (cp *ControlPlane) StopEtcd() error { return cp.etcd.Stop(stopGrace) }
+
+// StartEtcd starts etcd again after StopEtcd and waits until it is healthy.
+func (cp *ControlPlane) StartEtcd(ctx context.Context) error {
+	p, err := cp.etcd.Relaunch()
+	if err != nil {
+		return err
+	}
+	cp.etcd = p
+	return waitHTTP(ctx, p, http.DefaultClient, cp.etcdURL+"/health", 60*time.Second)
+}
+
+// StopAPIServer stops kube-apiserver; StartAPIServer starts it again on the
+// same port with the same certificates. For fault tests.
+func (cp *ControlPlane) StopAPIServer() error { return cp.apiserver.Stop(stopGrace) }
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer and waits
+// until /readyz answers 200.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	p, err := cp.apiserver.Relaunch()
+	if err != nil {
+		return err
+	}
+	cp.apiserver = p
+	return waitHTTP(ctx, p, cp.adminHTTP, cp.URL+"/readyz", 120*time.Second)
 }
 
 // Stop stops kube-controller-manager, kube-apiserver and etcd, in that

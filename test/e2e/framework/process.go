@@ -21,10 +21,12 @@ type Process struct {
 	Name    string
 	LogPath string
 
-	cmd     *exec.Cmd
-	log     *os.File
-	done    chan struct{}
-	waitErr error
+	bin, logDir string
+	args, env   []string
+	cmd         *exec.Cmd
+	log         *os.File
+	done        chan struct{}
+	waitErr     error
 }
 
 // StartProcess starts bin with args, appending stdout and stderr to
@@ -46,13 +48,33 @@ func StartProcess(name, logDir, bin string, args, env []string) (*Process, error
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
 	fmt.Fprintf(f, "+ pid %d\n", cmd.Process.Pid)
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, log: f, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, bin: bin, logDir: logDir, args: args, env: env,
+		cmd: cmd, log: f, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Relaunch starts the same binary again with the same name, arguments,
+// environment and log file (appended to), e.g. after Stop or Kill.
+func (p *Process) Relaunch() (*Process, error) {
+	return StartProcess(p.Name, p.logDir, p.bin, p.args, p.env)
+}
+
+// Kill sends SIGKILL to the process's PID and waits (bounded) until it is gone.
+func (p *Process) Kill() error {
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("SIGKILL %s (pid %d): %w", p.Name, p.PID(), err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d) still running 10s after SIGKILL", p.Name, p.PID())
+	}
 }
 
 // PID is the process id.
