@@ -11,7 +11,7 @@ PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
-.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet clean manifests images help
+.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet shootout clean manifests images help
 
 all: build
 
@@ -29,7 +29,7 @@ tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-ma
 	@$(PROGRESS) tools ./test/tools/build.sh >/dev/null
 
 e2e: ## End-to-end tests on a real control plane (builds the tools first, cached)
-	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... ./test/shootout/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
 
 test: verify unit e2e ## Everything CI runs: verify, unit tests, end-to-end tests
 
@@ -64,6 +64,12 @@ FLEET_FLAGS ?=
 fleet: ## Fleet benchmark: freshness, CPU per scrape, RSS, answer latency for N fake vLLM pods (not in make test)
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/fleet $(FLEET_FLAGS)
 
+# Flags for `make shootout`, e.g. SHOOTOUT_FLAGS="-trace testdata/traces/azure-llm-2023-code.csv.gz -policies queue-3,gpu-80"
+# (see go run ./test/shootout -h).
+SHOOTOUT_FLAGS ?=
+shootout: ## Scaling shootout: replay the Azure traces once per autoscaling policy; report in shootout-out/ (docs/shootout.md; not in make test, which runs a 3-minute smoke form)
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/shootout $(SHOOTOUT_FLAGS)
+
 manifests: ## Render manifests/ from the Helm chart
 	./hack/render-manifests.sh
 
@@ -71,4 +77,4 @@ images: ## Build the container images (needs docker or podman; run it in your CI
 	./hack/build-images.sh
 
 clean:
-	rm -rf $(BIN) e2e.log
+	rm -rf $(BIN) e2e.log shootout-out

@@ -8,6 +8,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+
+	"k8s.io/klog/v2"
 )
 
 // Pickers: how the front end chooses a Ready pod for each request.
@@ -47,6 +49,7 @@ func startFrontEnd(endpoints func() []string, pick string) (*frontEnd, error) {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(r.In.Context().Value(backendKey{}).(*url.URL)) },
 		Transport:     &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true},
 		FlushInterval: -1,
+		ErrorLog:      klog.NewStandardLogger("INFO"),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, "front end: "+err.Error(), http.StatusBadGateway)
 		},
