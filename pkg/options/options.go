@@ -25,6 +25,7 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/serverconfig"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
@@ -41,6 +42,7 @@ type Options struct {
 	ScrapeInterval     time.Duration
 	ScrapeTimeout      time.Duration
 	MaxAge             time.Duration
+	SLOWindow          time.Duration
 	MaxBodySize        int64
 	ScrapeConcurrency  int
 	Namespaces         []string
@@ -84,6 +86,7 @@ func NewOptions() *Options {
 		ScrapeInterval:     5 * time.Second,
 		ScrapeTimeout:      defaultScrapeTimeout,
 		MaxAge:             defaultMaxAge,
+		SLOWindow:          store.DefaultSLOWindow,
 		MaxBodySize:        4 << 20,
 		ScrapeConcurrency:  32,
 		DemandTTL:          10 * time.Minute,
@@ -162,7 +165,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // --scrape-interval, whichever is shorter; an unset --max-age is the default
 // or three scrape intervals, whichever is longer; an unset
 // --answer-cache-ttl is 1s or a quarter of --scrape-interval, whichever is
-// shorter; an unset --max-selectors
+// shorter; an unset --slo-window is 1m or six scrape intervals, whichever is
+// longer; an unset --max-selectors
 // is at least --max-selectors-per-namespace. A value set explicitly is kept,
 // so that Validate reports a contradiction between two flags the user set.
 func (o *Options) Complete(fs *pflag.FlagSet) {
@@ -171,6 +175,9 @@ func (o *Options) Complete(fs *pflag.FlagSet) {
 	}
 	if !fs.Changed("max-age") && o.ScrapeInterval > 0 {
 		o.MaxAge = max(defaultMaxAge, 3*o.ScrapeInterval)
+	}
+	if !fs.Changed("slo-window") && o.ScrapeInterval > 0 {
+		o.SLOWindow = max(store.DefaultSLOWindow, store.WindowAnchors*o.ScrapeInterval)
 	}
 	if !fs.Changed("answer-cache-ttl") && o.ScrapeInterval > 0 {
 		o.AnswerCacheTTL = min(defaultAnswerCacheTTL, o.ScrapeInterval/4)
@@ -192,6 +199,7 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.NamespaceScrapeConcurrency, "scrape-concurrency-per-namespace", o.NamespaceScrapeConcurrency, "Most background scrapes the pods of one namespace hold at once, so that one namespace's slow or hanging pages cannot take every scrape worker from the others. 0 means half of --scrape-concurrency.")
 	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once. A pool of their own: they never delay the background scrapes.")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
+	fs.DurationVar(&o.SLOWindow, "slo-window", o.SLOWindow, "Sliding window of the latency percentiles (inference_*_p50/p90/p99_seconds): they cover the requests that finished in the last window, from the servers' histogram bucket deltas. Unset, it is 1m or six --scrape-interval, whichever is longer; set, it must be between two --scrape-interval and 1h.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
 	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
@@ -233,6 +241,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.validateMemoryBudget(debug.SetMemoryLimit(-1)); err != nil {
 		errs = append(errs, err)
+	}
+	if o.SLOWindow < 2*o.ScrapeInterval || o.SLOWindow > time.Hour {
+		errs = append(errs, fmt.Errorf("--slo-window must be between 2 --scrape-interval (%s) and 1h, got %s", 2*o.ScrapeInterval, o.SLOWindow))
 	}
 	if o.DemandTTL < o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--demand-ttl (%s) must be at least --scrape-interval (%s)", o.DemandTTL, o.ScrapeInterval))
@@ -340,6 +351,7 @@ func (o *Options) Config() (*server.Config, error) {
 			Servers:              servers,
 		},
 		MaxAge:             o.MaxAge,
+		SLOWindow:          o.SLOWindow,
 		Namespaces:         namespaces,
 		DemandTTL:          o.DemandTTL,
 		FirstScrapeTimeout: o.FirstScrapeTimeout,

@@ -91,6 +91,8 @@ type Config struct {
 	MaxAge time.Duration
 	// Window is reported as windowSeconds on every value: the scrape interval.
 	Window time.Duration
+	// SLOWindow is reported as windowSeconds on the latency percentiles.
+	SLOWindow time.Duration
 }
 
 // Provider implements the custom metrics provider interface.
@@ -390,6 +392,9 @@ type aggregate struct {
 //   - a pod that is not Ready and has no value is left out (still loading);
 //   - a pod whose IP a newer pod has taken is left out.
 func (p *Provider) aggregatePods(running []*corev1.Pod, sig signals.Signal, match store.ModelMatcher) aggregate {
+	if _, _, ok := sig.Quantile(); ok {
+		return p.aggregateWindows(running, sig, match) // slo.go
+	}
 	now := p.clock.Now()
 	var a aggregate
 	for _, pod := range running {
@@ -478,6 +483,9 @@ func (p *Provider) value(ctx context.Context, info cmprovider.CustomMetricInfo, 
 	}
 	answers.Seen(ctx, at)
 	window := p.windowSeconds()
+	if _, _, ok := sig.Quantile(); ok && p.cfg.SLOWindow > 0 {
+		window = int64(math.Ceil(p.cfg.SLOWindow.Seconds()))
+	}
 	mv := custom_metrics.MetricValue{
 		DescribedObject: obj,
 		Metric:          custom_metrics.MetricIdentifier{Name: sig.Name()},

@@ -35,6 +35,7 @@ type Config struct {
 	Adapter            *basecmd.AdapterBase
 	Scrape             scrape.Config
 	MaxAge             time.Duration
+	SLOWindow          time.Duration // of the latency percentiles; 0 means store.DefaultSLOWindow
 	Namespaces         []string
 	DemandTTL          time.Duration
 	FirstScrapeTimeout time.Duration
@@ -87,6 +88,7 @@ func Run(ctx context.Context, cfg *Config) error {
 
 	reg := kubeRegisterer{}
 	st := store.New()
+	st.SetSLOWindow(cfg.SLOWindow)
 	reg.MustRegister(store.NewCollector(st, cfg.MaxAge, clk.Now))
 	scraper, err := scrape.NewManager(cfg.Scrape, st, reg)
 	if err != nil {
@@ -117,7 +119,7 @@ func Run(ctx context.Context, cfg *Config) error {
 		}
 	}
 
-	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval},
+	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow},
 		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)
