@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 
 	"k8s.io/klog/v2"
@@ -49,7 +51,7 @@ func startFrontEnd(endpoints func() []string, pick string) (*frontEnd, error) {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(r.In.Context().Value(backendKey{}).(*url.URL)) },
 		Transport:     &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true},
 		FlushInterval: -1,
-		ErrorLog:      klog.NewStandardLogger("INFO"),
+		ErrorLog:      log.New(klogWriter{}, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, "front end: "+err.Error(), http.StatusBadGateway)
 		},
@@ -114,3 +116,12 @@ func (f *frontEnd) done(ep string) {
 }
 
 func (f *frontEnd) Close() error { return f.srv.Close() }
+
+// klogWriter sends the reverse proxy's error log (a client or a pod that
+// went away mid-stream) to klog's log file instead of the terminal.
+type klogWriter struct{}
+
+func (klogWriter) Write(p []byte) (int, error) {
+	klog.InfoS("front end", "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
