@@ -70,7 +70,7 @@ func (p *Provider) aggregateWindows(running []*corev1.Pod, sig signals.Signal, m
 	v, ok := merged.Quantile(q)
 	if !ok {
 		for _, pod := range counted {
-			a.why.addText(pod, store.Absent, fmt.Sprintf("no request finished in the last %s (no %s observation in the window)", merged.Span.Round(time.Second), sig.Name()))
+			a.why.addText(pod, store.Absent, store.NoObservation(sig, merged.Span))
 		}
 		return a
 	}

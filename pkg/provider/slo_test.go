@@ -57,10 +57,12 @@ func TestSLOSignalsAPI(t *testing.T) {
 			pod("fast", llm, true, true, nil),
 			pod("slow", llm, true, true, nil),
 			pod("idle-a", idle, true, true, nil),
+			pod("new", map[string]string{"app": "grow"}, true, true, nil),
 		},
 		deps: []*appsv1.Deployment{
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "llm"}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: llm}}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "idle"}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: idle}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "grow"}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"llm", "grow"}}}}}},
 		},
 	}
 	srv, _ := newServer(t, f)
@@ -78,6 +80,9 @@ func TestSLOSignalsAPI(t *testing.T) {
 		{"fleet p90 from merged buckets", base + "deployments.apps/llm/inference_time_to_first_token_p90_seconds", 200, map[string]string{"llm": "100m"}, ""},
 		{"pod p90", base + "pods/slow/inference_time_to_first_token_p90_seconds", 200, map[string]string{"slow": "950m"}, ""},
 		{"model selector", base + "deployments.apps/llm/inference_time_to_first_token_p90_seconds?metricLabelSelector=model_name%3Dmistral", 404, nil, "no model matching"},
+		// A pod scraped once (just scaled up) has measured nothing yet: it neither blocks nor changes the p90.
+		{"a new pod joins the merge empty", base + "deployments.apps/grow/inference_time_to_first_token_p90_seconds", 200, map[string]string{"grow": "100m"}, ""},
+		{"a new pod has no rate yet: the sum waits for it", base + "deployments.apps/grow/inference_generation_tokens_per_second", 404, nil, "first good scrape"},
 		{"idle deployment: 404, not 0", base + "deployments.apps/idle/inference_time_to_first_token_p90_seconds", 404, nil, "no request finished"},
 		{"no histogram on the page", base + "deployments.apps/llm/inference_queue_time_p90_seconds", 404, nil, "no histogram"},
 	} {

@@ -254,21 +254,22 @@ func (st *sloState) window(m *parse.Model, l signals.Latency, goodAt time.Time) 
 		return Window{}, errNoHistogram
 	case lw == nil:
 		return Window{}, fmt.Errorf("the pod serves more than %d models; percentiles are kept for the first %d", MaxWindowModels, MaxWindowModels)
-	case len(lw.anchors) == 0 || !lw.anchors[0].at.Before(goodAt):
-		return Window{}, errNoWindow
+	}
+	w := Window{Le: slices.Clone(h.Le[:h.N]), Count: make([]float64, h.N)}
+	if len(lw.anchors) == 0 || !lw.anchors[0].at.Before(goodAt) {
+		// One good scrape so far (or since a restart): nothing measured yet,
+		// an empty window that merges as such and gives no percentile.
+		return w, nil
 	}
 	base := &lw.anchors[0]
-	w := Window{Le: slices.Clone(h.Le[:h.N]), Count: make([]float64, h.N), Span: goodAt.Sub(base.at)}
+	w.Span = goodAt.Sub(base.at)
 	for i := range h.N {
 		w.Count[i] = max(0, h.Count[i]-base.count[i])
 	}
 	return w, nil
 }
 
-var (
-	errNoHistogram = fmt.Errorf("page has no histogram for it")
-	errNoWindow    = fmt.Errorf("one good scrape so far: a window needs two")
-)
+var errNoHistogram = fmt.Errorf("page has no histogram for it")
 
 // rate returns the rate of counter c over the models match selects, summed,
 // and how many models had one.
@@ -353,4 +354,12 @@ func (s *Store) Window(pod types.NamespacedName, sig signals.Signal, match Model
 		return Window{}, e.serving.notOK(st, now)
 	}
 	return e.serving.windowSample(sig, match)
+}
+
+// NoObservation says why a window of span gives no percentile of sig.
+func NoObservation(sig signals.Signal, span time.Duration) string {
+	if span == 0 {
+		return fmt.Sprintf("no %s window yet: one good scrape so far (or since the server restarted), a window needs two", sig.Name())
+	}
+	return fmt.Sprintf("no request finished in the last %s (no %s observation in the window)", span.Round(time.Second), sig.Name())
 }

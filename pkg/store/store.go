@@ -296,7 +296,7 @@ func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMat
 		}
 		v, ok := w.Quantile(q)
 		if !ok {
-			return Sample{Time: sv.goodAt, Status: Absent, Detail: fmt.Sprintf("no request finished in the last %s (no %s observation in the window)", w.Span.Round(time.Second), sig.Name())}
+			return Sample{Time: sv.goodAt, Status: Absent, Detail: NoObservation(sig, w.Span)}
 		}
 		return Sample{Value: v, Time: sv.goodAt, Status: OK}
 	}
