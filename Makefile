@@ -11,7 +11,7 @@ PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
-.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet shootout clean manifests images help
+.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images help
 
 all: build
 
@@ -31,7 +31,7 @@ tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-ma
 e2e: ## End-to-end tests on a real control plane (builds the tools first, cached)
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... ./test/shootout/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
 
-test: verify unit e2e ## Everything CI runs: verify, unit tests, end-to-end tests
+test: verify unit e2e soak-short ## Everything CI runs: verify, unit tests, end-to-end tests, the short soak
 
 bench: ## Benchmarks: parser vs expfmt vs floor, scrape vs bare GET, heap per 1000 targets
 	$(GO) test -run='^$$' -bench=. -benchmem -count=3 ./pkg/parse ./pkg/scrape ./pkg/store ./pkg/provider
@@ -69,6 +69,14 @@ fleet: ## Fleet benchmark: freshness, CPU per scrape, RSS, answer latency for N 
 SHOOTOUT_FLAGS ?=
 shootout: ## Scaling shootout: replay the Azure traces once per autoscaling policy; report in shootout-out/ (docs/shootout.md; not in make test, which runs a 3-minute smoke form)
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/shootout $(SHOOTOUT_FLAGS)
+
+# How long `make soak` injects faults, e.g. SOAK_DURATION=2h (setup and teardown come on top).
+SOAK_DURATION ?= 30m
+soak: ## Soak with faults: churn, broken pages, kube-apiserver/etcd stops, adapter kills; prints the fault table (30m; not in make test)
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/soak -duration $(SOAK_DURATION)
+
+soak-short: ## The soak's CI form, in make test: one cycle of every fault (about 4 minutes)
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/soak -duration 2m30s
 
 manifests: ## Render manifests/ from the Helm chart
 	./hack/render-manifests.sh

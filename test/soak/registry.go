@@ -120,13 +120,11 @@ func (r *registry) brokenSince(pod string, t time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// pauseReuse forbids address reuse until t (never shortening a pause).
+// pauseReuse forbids address reuse until t.
 func (r *registry) pauseReuse(t time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if t.After(r.noReuseUntil) {
-		r.noReuseUntil = t
-	}
+	r.noReuseUntil = t
 }
 
 func (r *registry) reuseAllowed(now time.Time) bool {
