@@ -11,9 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
@@ -185,4 +189,79 @@ func (s *lockedSink) Record(pod types.NamespacedName, at time.Time, page *parse.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.copyingSink.Record(pod, at, page, err)
+}
+
+// BenchmarkLoops1000 runs 1,000 targets' scrape loops at a 1 s interval,
+// as the adapter runs them (one loop per pod, the default pools), for
+// b.N intervals. It reports the process's CPU per scrape (getrusage: the
+// loopback servers' side is included) and the stack and heap in use at the
+// end, the figures that grow with the number of pods.
+//
+//	go test -run '^$' -bench BenchmarkLoops1000 -benchtime 10x ./pkg/scrape
+func BenchmarkLoops1000(b *testing.B) {
+	const n = 1000
+	page := loadFixture(b)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+		_, _ = w.Write(page)
+	})}
+	targets := make([]Target, n)
+	for i := range targets {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = srv.Serve(l) }()
+		targets[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, URL: "http://" + l.Addr().String() + "/metrics"}
+	}
+	defer srv.Close()
+
+	cfg := DefaultConfig()
+	cfg.Interval, cfg.Timeout = time.Second, time.Second
+	cfg.NamespaceConcurrency = cfg.Concurrency
+	sink := &countingSink{}
+	m, err := NewManager(cfg, sink, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	m.SetTargets(targets)
+	time.Sleep(3 * cfg.Interval) // every loop started and scraped once
+
+	scrapes := func() float64 { return testutil.ToFloat64(m.metrics.scrapes) }
+	before, cpu0 := scrapes(), processCPU(b)
+	for b.Loop() {
+		time.Sleep(cfg.Interval)
+	}
+	got, cpu := scrapes()-before, processCPU(b)-cpu0
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(cpu.Nanoseconds())/got, "cpu-ns/scrape")
+	b.ReportMetric(got/float64(b.N*n), "scrapes/target/interval")
+	b.ReportMetric(float64(ms.StackInuse)/(1<<20), "MB-stack")
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "MB-heap")
+	b.ReportMetric(float64(sink.failed.Load()), "failed")
+}
+
+// countingSink counts outcomes (a machine under load may time some out).
+type countingSink struct{ ok, failed atomic.Int64 }
+
+func (s *countingSink) Record(_ types.NamespacedName, _ time.Time, _ *parse.Page, err error) {
+	if err != nil {
+		s.failed.Add(1)
+		return
+	}
+	s.ok.Add(1)
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

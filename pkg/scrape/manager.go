@@ -324,6 +324,22 @@ func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, r
 		w.release()
 		pool <- w
 	}()
+	// The scrape runs on a goroutine of its own, whose stack (HTTP client,
+	// parser: tens of KB) is freed when it ends. Run on the caller's stack,
+	// it would stay with the target's loop goroutine, one per pod, between
+	// scrapes, and be copied each time the collector shrank it.
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err = m.scrapeWith(ctx, w, t, req, reqErr, recordCanceled)
+	}()
+	<-done
+	return true, err
+}
+
+// scrapeWith scrapes t with w and records the outcome; see scrapeOnce.
+func (m *Manager) scrapeWith(ctx context.Context, w *worker, t Target, req *http.Request, reqErr error, recordCanceled bool) error {
 	if w.parser == nil {
 		w.parser = parse.NewParserFor(m.cfg.Servers)
 	}
@@ -371,5 +387,5 @@ func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, r
 			m.sink.Record(t.Pod, start, page, err)
 		}
 	}
-	return true, err
+	return err
 }
