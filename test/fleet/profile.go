@@ -45,10 +45,12 @@ func (e *env) heapProfile(ctx context.Context, o options) error {
 }
 
 func (e *env) fetchProfile(ctx context.Context, o options, name, path string, timeout time.Duration) error {
-	c, err := e.adapter.HTTPClient(e.cp.Admin)
+	base, err := e.adapter.HTTPClient(e.cp.Admin)
 	if err != nil {
 		return fmt.Errorf("profile client: %w", err)
 	}
+	c := *base
+	c.Timeout = 0 // a CPU profile takes its seconds; ctx bounds it
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.adapter.URL()+path, nil)
