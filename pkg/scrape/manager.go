@@ -44,6 +44,10 @@ type Manager struct {
 
 	lastScrape atomic.Int64 // unix nanoseconds of the latest scrape start
 
+	// exec, while Run runs, is served by one goroutine per worker: scrapes
+	// run on those long-lived stacks (see onStack).
+	exec atomic.Pointer[chan func()]
+
 	mu      sync.Mutex
 	targets map[types.NamespacedName]Target // desired, from SetTargets
 	loops   map[types.NamespacedName]*loop  // running, only while Run runs
@@ -154,6 +158,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m.runCtx = runCtx
+	stopExec := m.startExec()
+	defer stopExec()
 	m.reconcileLocked()
 	n := len(m.loops)
 	m.mu.Unlock()
@@ -324,18 +330,54 @@ func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, r
 		w.release()
 		pool <- w
 	}()
-	// The scrape runs on a goroutine of its own, whose stack (HTTP client,
-	// parser: tens of KB) is freed when it ends. Run on the caller's stack,
-	// it would stay with the target's loop goroutine, one per pod, between
-	// scrapes, and be copied each time the collector shrank it.
 	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		err = m.scrapeWith(ctx, w, t, req, reqErr, recordCanceled)
-	}()
-	<-done
+	m.onStack(func() { err = m.scrapeWith(ctx, w, t, req, reqErr, recordCanceled) })
 	return true, err
+}
+
+// startExec starts one goroutine per worker to run scrapes, and returns
+// the function that stops them.
+func (m *Manager) startExec() (stop func()) {
+	exec := make(chan func())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range m.cfg.Concurrency + m.cfg.FirstConcurrency {
+		wg.Go(func() {
+			for {
+				select {
+				case f := <-exec:
+					f()
+				case <-done:
+					return
+				}
+			}
+		})
+	}
+	m.exec.Store(&exec)
+	return func() {
+		m.exec.Store(nil)
+		close(done)
+		wg.Wait()
+	}
+}
+
+// onStack runs f, a scrape, on one of the exec goroutines while Run runs,
+// else (or if none is free at once) on the caller's. A scrape needs tens of
+// KB of stack (HTTP client, parser). The exec goroutines keep theirs from
+// scrape to scrape; run on a pod's loop goroutine instead, there being one
+// per pod, the stack would stay grown with every loop between scrapes, and
+// be copied whenever the collector shrank it.
+func (m *Manager) onStack(f func()) {
+	if exec := m.exec.Load(); exec != nil {
+		done := make(chan struct{})
+		select {
+		case *exec <- func() { defer close(done); f() }:
+			<-done
+			return
+		default:
+		}
+	}
+	f()
 }
 
 // scrapeWith scrapes t with w and records the outcome; see scrapeOnce.
