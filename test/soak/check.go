@@ -4,16 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"sort"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
-// askEvery is how often the checker asks the aggregated API.
-const askEvery = 250 * time.Millisecond
+// askEvery is how often the checker asks the aggregated API; directEvery
+// how often it asks each adapter replica directly.
+const (
+	askEvery    = 250 * time.Millisecond
+	directEvery = time.Second
+)
 
 // staleSlack is how long past --max-age a broken page's last value may
 // still be answered: one scrape interval, its timeout and scheduling.
@@ -56,6 +65,18 @@ type timeline struct {
 	violations []violation
 	// counts of answers: total, failed (errors), healthy
 	total, failed, healthy int
+	// counts of the replicas' own answers
+	directTotal, directFailed int
+}
+
+// direct counts a replica's own answer (not on the timeline).
+func (tl *timeline) direct(a answer) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.directTotal++
+	if a.err != nil {
+		tl.directFailed++
+	}
 }
 
 func (tl *timeline) violate(at time.Time, kind, format string, args ...any) {
@@ -107,15 +128,51 @@ func (tl *timeline) waitFor(ctx context.Context, t time.Time, limit time.Duratio
 
 func isHealthy(a answer) bool { return a.healthy }
 
+// questionPath is the question the HPA asks about the soak's pods.
+func questionPath() string {
+	return fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", namespace, metric)
+}
+
 // ask GETs every soak pod's queue size through the aggregator, as the HPA
 // controller does.
 func (e *env) ask(ctx context.Context) (map[string]float64, error) {
-	body, err := e.client.CoreV1().RESTClient().Get().
-		AbsPath(fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", namespace, metric)).
+	body, err := e.client.CoreV1().RESTClient().Get().AbsPath(questionPath()).
 		Param("labelSelector", soakLabel+"=1").DoRaw(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return decodeAnswer(body)
+}
+
+// askReplica asks replica i the same question directly, as the aggregator
+// does (front-proxy client certificate, the user in X-Remote-* headers).
+// With one kube-apiserver the aggregator holds one connection, so only one
+// replica would ever be asked; a cluster's several API servers spread the
+// questions, and so does this.
+func (e *env) askReplica(ctx context.Context, c *http.Client, i int) (map[string]float64, error) {
+	u := e.adapters.ReplicaURL(i) + questionPath() + "?labelSelector=" + url.QueryEscape(soakLabel+"=1")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Remote-User", framework.AdminUser)
+	req.Header.Set("X-Remote-Group", "system:masters")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("replica %d: read: %w", i, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("replica %d: %s: %.200s", i, resp.Status, body)
+	}
+	return decodeAnswer(body)
+}
+
+func decodeAnswer(body []byte) (map[string]float64, error) {
 	var list cmv1beta2.MetricValueList
 	if err := json.Unmarshal(body, &list); err != nil {
 		return nil, fmt.Errorf("decode answer: %w", err)
@@ -127,8 +184,39 @@ func (e *env) ask(ctx context.Context) (map[string]float64, error) {
 	return out, nil
 }
 
-// check asks every askEvery until ctx ends and judges each answer.
+// check asks through the aggregator every askEvery, and each replica
+// directly every directEvery, until ctx ends, and judges every answer.
+// Only the aggregator's answers go on the timeline (recovery is what the
+// HPA sees); a replica's own answers are judged by the same rules.
 func (e *env) check(ctx context.Context, reg *registry, tl *timeline) {
+	direct, err := e.adapters.HTTPClient(e.cp.FrontProxyClient)
+	if err != nil {
+		tl.violate(time.Now(), vForeign, "checker: %v", err)
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		t := time.NewTicker(directEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i := range e.adapters.Ports {
+				start := time.Now()
+				actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				values, err := e.askReplica(actx, direct, i)
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
+				tl.direct(judge(reg, tl, answer{start: start, err: err, values: values}))
+			}
+		}
+	})
 	t := time.NewTicker(askEvery)
 	defer t.Stop()
 	for {

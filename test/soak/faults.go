@@ -26,8 +26,10 @@ const (
 	// the kill (adapter: the other replica answers) or from the page's
 	// mending (model server) to the first correct answer.
 	controlPlaneBound = 30 * time.Second
-	failoverBound     = 10 * time.Second
-	pageBound         = 10 * time.Second
+	// killedReplica is the adapter replica the adapter faults kill.
+	killedReplica = 1
+	failoverBound = 10 * time.Second
+	pageBound     = 10 * time.Second
 	// reuseSettle: after the API server or etcd is back, addresses are not
 	// reused for this long (the adapters' watches reconnect with backoff).
 	reuseSettle = 20 * time.Second
@@ -83,7 +85,7 @@ var schedule = []string{"kube-apiserver", "page", "page", "etcd", "page", "page"
 // is injected after the last one recovered (or its bound passed).
 func (e *env) injectFaults(ctx context.Context, deadline time.Time, reg *registry, tl *timeline, fs *faults,
 	victims func() []string, rng *rand.Rand, say func(string, ...any)) {
-	pages, kills := 0, 0
+	pages := 0
 	for k := 0; time.Now().Before(deadline) && ctx.Err() == nil; k++ {
 		var ft *fault
 		switch step := schedule[k%len(schedule)]; step {
@@ -94,8 +96,7 @@ func (e *env) injectFaults(ctx context.Context, deadline time.Time, reg *registr
 				say("fault %-28s %-26s left out after %s, recovered in %s", ft.kind, ft.target, durText(ft.leftOut), recoveryText(ft))
 			}
 		case "adapter":
-			ft = e.killAdapter(ctx, kills, tl, fs)
-			kills++
+			ft = e.killAdapter(ctx, tl, fs)
 		default:
 			ft = e.controlPlaneFault(ctx, step, reg, tl)
 		}
@@ -137,18 +138,16 @@ func (e *env) controlPlaneFault(ctx context.Context, target string, reg *registr
 	return ft
 }
 
-// killAdapter SIGKILLs the replica the aggregator is connected to (the one
-// with most proxied connections; ties alternate by round), measures how
-// long until a correct answer (from the other replica), and restarts it.
-func (e *env) killAdapter(ctx context.Context, round int, tl *timeline, fs *faults) *fault {
+// killAdapter SIGKILLs replica killedReplica, measures how long until a
+// correct answer through the aggregator, and restarts it. The target says
+// whether the aggregator was connected to it (it reconnects, round robin,
+// after each kube-apiserver restart, so about half the kills hit the
+// replica that was answering). Replica 0 is never killed: its memory and
+// goroutines are judged over the whole soak.
+func (e *env) killAdapter(ctx context.Context, tl *timeline, fs *faults) *fault {
+	i := killedReplica
 	conns := e.adapters.Connections()
-	i := round % len(conns)
-	for j, n := range conns {
-		if n > conns[i] {
-			i = j
-		}
-	}
-	ft := &fault{kind: "adapter SIGKILL", target: fmt.Sprintf("replica %d (%d conns)", i, conns[i]), bound: failoverBound}
+	ft := &fault{kind: "adapter SIGKILL", target: fmt.Sprintf("replica %d (%d of %d conns)", i, conns[i], sum(conns)), bound: failoverBound}
 	p := e.adapters.Replica(i)
 	fs.markKilled(p)
 	ft.at = time.Now()
@@ -200,6 +199,14 @@ func (e *env) pageFault(ctx context.Context, mode string, reg *registry, tl *tim
 		ft.leftOut = at.Sub(ft.at)
 	}
 	return ft
+}
+
+func sum(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 func durText(d time.Duration) string {

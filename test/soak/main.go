@@ -11,11 +11,12 @@
 //     a page over --max-body-size, headers past --scrape-timeout, a gzip
 //     bomb, a page of another server;
 //   - the environment fails in turn: kube-apiserver stopped and restarted,
-//     etcd stopped and restarted, the adapter replica the aggregator talks
-//     to SIGKILLed and restarted;
+//     etcd stopped and restarted, adapter replica 1 SIGKILLed and restarted
+//     (replica 0 lives throughout: its memory and goroutines are judged);
 //
 // while a client asks every soak pod's inference_queue_size through the
-// aggregator four times a second and an HPA (target = each pod's value, no
+// aggregator four times a second (and each replica directly once a
+// second, as a cluster's several API servers would) and an HPA (target = each pod's value, no
 // scale-down stabilization) watches a Deployment whose pods are among the
 // broken ones. It fails on any answer with another pod's value, a 0 for a
 // missing value, a broken page's value past --max-age, an HPA scale-down, a

@@ -95,6 +95,7 @@ func (r *result) print(out io.Writer, o options, total time.Duration) {
 	fmt.Fprintf(out, "\nSoaked %s (-duration %s, seed %d), %s in all.\n", r.soaked.Round(time.Second), o.duration, o.seed, total.Round(time.Second))
 	fmt.Fprintf(out, "Answers through the aggregator: %d (%d failed while a component was down, %d correct); violations: %d.\n",
 		tl.total, tl.failed, tl.healthy, len(tl.violations))
+	fmt.Fprintf(out, "Each replica asked directly too: %d answers (%d failed), judged by the same rules.\n", tl.directTotal, tl.directFailed)
 	fmt.Fprintf(out, "Churn: %d pods created, %d deleted, %d replaced on a reused address (%d reuses in all), %d API calls failed (during faults).\n",
 		r.churn.created, r.churn.deleted, r.churn.replaced, r.reuses, r.churn.failed)
 	fmt.Fprintf(out, "HPA Deployment replicas: min %d, max %d (want %d throughout).\n", r.hpaLo, r.hpaHi, hpaReplicas)

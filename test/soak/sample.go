@@ -22,7 +22,7 @@ const sampleEvery = 5 * time.Second
 // its first minute (caches fill, the first scrapes), and asserted only over
 // lifetimes of at least minLifetime: shorter fits are reported, not judged.
 const (
-	warmUp           = time.Minute
+	warmUp           = 2 * time.Minute
 	minLifetime      = 5 * time.Minute
 	maxRSSSlope      = 1 << 20 // bytes per minute
 	maxGoroutineRate = 2.0     // goroutines per minute
