@@ -65,8 +65,9 @@ type Model struct {
 	Counters   [signals.NumCounters]float64
 	HasCounter uint8
 	// Hists are the page's latency histograms, buckets summed over the
-	// model's series; N == 0 when the page had none (or a bad one).
-	Hists [signals.NumLatencies]Histogram
+	// model's series; nil when the page had none (or a bad one). They point
+	// into the Parser's memory, like the Page: copy what you keep.
+	Hists [signals.NumLatencies]*Histogram
 }
 
 // Counter returns counter c and whether the page had it.

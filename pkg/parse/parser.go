@@ -612,13 +612,14 @@ func (a *accum) model(rejected *[NumRejects]uint32) Model {
 			m.HasCounter |= 1 << r.counter()
 		}
 	}
-	for slot, h := range a.hists {
+	for slot := range a.hists {
+		h := &a.hists[slot]
 		r := roleTTFT + role(slot)
 		if r == roleITLFallback && a.seen&(1<<roleITL) != 0 {
 			continue // the newer name wins when the page has both
 		}
 		if !h.bad && h.h.N > 0 && math.IsInf(h.h.Le[h.h.N-1], 1) {
-			m.Hists[slotLatency[slot]] = h.h
+			m.Hists[slotLatency[slot]] = &h.h
 		}
 	}
 	if has(roleQueue) {

@@ -139,7 +139,7 @@ func TestParseCountersAndHistograms(t *testing.T) {
 					}
 				}
 				for _, l := range tt.latencies {
-					if m.Hists[l].N == 0 {
+					if m.Hists[l] == nil {
 						t.Errorf("model %q: no %s histogram", m.Name, l)
 					}
 				}
@@ -159,10 +159,10 @@ func refBuckets(r *sloRef, l signals.Latency) map[float64]float64 {
 	return nil
 }
 
-func sameHist(h Histogram, ref map[float64]float64) error {
-	if ref == nil {
-		if h.N != 0 {
-			return fmt.Errorf("%d buckets, expfmt found none", h.N)
+func sameHist(h *Histogram, ref map[float64]float64) error {
+	if ref == nil || h == nil {
+		if h != nil || ref != nil {
+			return fmt.Errorf("histogram %v, expfmt found %v", h != nil, ref != nil)
 		}
 		return nil
 	}
@@ -226,6 +226,9 @@ func TestParseHistogramCases(t *testing.T) {
 				t.Fatalf("%d models", len(pg.Models))
 			}
 			h := pg.Models[0].Hists[tt.lat]
+			if h == nil {
+				h = &Histogram{}
+			}
 			if h.N != len(tt.wantLe) {
 				t.Fatalf("%d buckets %v, want %v", h.N, h.Le[:h.N], tt.wantLe)
 			}

@@ -23,7 +23,8 @@ func sloModel(name string, tokens float64, ttft ...float64) parse.Model {
 	m := model(name, 1, 1, 0.5)
 	m.Counters[signals.GenerationTokens] = tokens
 	m.HasCounter = 1 << signals.GenerationTokens
-	h := &m.Hists[signals.TimeToFirstToken]
+	h := &parse.Histogram{}
+	m.Hists[signals.TimeToFirstToken] = h
 	h.N = 4
 	copy(h.Le[:], []float64{0.1, 0.5, 1, math.Inf(1)})
 	copy(h.Count[:], ttft)

@@ -47,11 +47,12 @@ type modelWindow struct {
 	lat  [signals.NumLatencies]latWindow
 }
 
-// latWindow is one latency histogram's window: its bucket bounds and its
-// snapshots, oldest first. A server restart (a count going down) or a change
-// of bounds starts it over.
+// latWindow is one latency histogram's window: its bucket bounds, its
+// latest counts and its snapshots, oldest first. A server restart (a count
+// going down) or a change of bounds starts it over.
 type latWindow struct {
-	le      []float64
+	le      []float64 // nil: the model's page has no such histogram
+	latest  []float64 // cumulative, per bucket of le, at the latest good scrape
 	anchors []anchor
 }
 
@@ -90,25 +91,38 @@ func (sv *servingEntry) recordSLO(at time.Time, page *parse.Page, prev []parse.M
 	// windows of models no longer on the page are dropped.
 	old := st.windows
 	n := min(len(page.Models), MaxWindowModels)
-	st.windows = make([]modelWindow, 0, n)
+	if !sameNames(old, page.Models[:n]) {
+		st.windows = make([]modelWindow, 0, n)
+	} else {
+		st.windows = st.windows[:0] // the usual case: the same models in the same order, updated in place
+	}
 	for i := range page.Models[:n] {
 		m := &page.Models[i]
 		w := modelWindow{name: m.Name}
 		for j := range old {
 			if old[j].name == m.Name {
 				w = old[j]
+				break
 			}
 		}
-		was := findModel(prev, m.Name)
 		for l := range signals.NumLatencies {
-			var h *parse.Histogram
-			if was != nil {
-				h = &was.Hists[l]
-			}
-			w.lat[l].update(at, &m.Hists[l], h, window)
+			w.lat[l].update(at, m.Hists[l], window)
 		}
 		st.windows = append(st.windows, w)
 	}
+}
+
+// sameNames reports whether ws are the windows of ms's models, in order.
+func sameNames(ws []modelWindow, ms []parse.Model) bool {
+	if len(ws) != len(ms) {
+		return false
+	}
+	for i := range ws {
+		if ws[i].name != ms[i].Name {
+			return false
+		}
+	}
+	return true
 }
 
 func findModel(ms []parse.Model, name string) *parse.Model {
@@ -120,16 +134,17 @@ func findModel(ms []parse.Model, name string) *parse.Model {
 	return nil
 }
 
-// update adds the histogram h of a scrape at at to the window; was is the
-// same histogram on the pod's previous good page (nil if none).
-func (w *latWindow) update(at time.Time, h *parse.Histogram, was *parse.Histogram, window time.Duration) {
-	if h.N == 0 {
+// update adds the histogram h (nil if absent) of a good scrape at at to
+// the window.
+func (w *latWindow) update(at time.Time, h *parse.Histogram, window time.Duration) {
+	if h == nil {
 		w.reset(nil)
 		return
 	}
-	if !slices.Equal(w.le, h.Le[:h.N]) || was == nil || continues(was, h) != nil {
-		w.reset(h.Le[:h.N])
+	if !slices.Equal(w.le, h.Le[:h.N]) || wentDown(w.latest, h.Count[:h.N]) {
+		w.reset(h.Le[:h.N]) // new bounds, or a restarted server
 	}
+	w.latest = append(w.latest[:0], h.Count[:h.N]...)
 	// Drop the snapshots older than the window: the oldest one left starts it.
 	drop := 0
 	for drop < len(w.anchors) && at.Sub(w.anchors[drop].at) > window {
@@ -142,23 +157,20 @@ func (w *latWindow) update(at time.Time, h *parse.Histogram, was *parse.Histogra
 	w.anchors = append(w.anchors, anchor{at: at, count: slices.Clone(h.Count[:h.N])})
 }
 
-// continues says why h cannot follow was on the same running server (other
-// bounds, or a bucket count that went down: a restart), or nil.
-func continues(was, h *parse.Histogram) error {
-	if was.N != h.N || was.Le != h.Le {
-		return fmt.Errorf("bucket bounds changed")
-	}
-	for i := range h.N {
-		if h.Count[i] < was.Count[i] {
-			return fmt.Errorf("bucket le=%v went down from %v to %v", h.Le[i], was.Count[i], h.Count[i])
+// wentDown reports whether a bucket count went down from was (the same
+// bounds) to now: the server restarted.
+func wentDown(was, now []float64) bool {
+	for i := range min(len(was), len(now)) {
+		if now[i] < was[i] {
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 func (w *latWindow) reset(le []float64) {
 	w.le = slices.Clone(le)
-	w.anchors = nil
+	w.latest, w.anchors = nil, nil
 }
 
 // Window is a histogram of the observations made in a window: Count[i]
@@ -242,20 +254,21 @@ func (w *Window) Quantile(q float64) (v float64, ok bool) {
 // window returns model m's window of latency l as of its latest good page
 // (scraped at goodAt): the latest bucket counts less the oldest snapshot's.
 func (st *sloState) window(m *parse.Model, l signals.Latency, goodAt time.Time) (Window, error) {
+	// m is the store's copy of the page's model, without its histograms:
+	// their latest counts are in the window.
 	var lw *latWindow
 	for i := range st.windows {
 		if st.windows[i].name == m.Name {
 			lw = &st.windows[i].lat[l]
 		}
 	}
-	h := &m.Hists[l]
 	switch {
-	case h.N == 0:
-		return Window{}, errNoHistogram
 	case lw == nil:
 		return Window{}, fmt.Errorf("the pod serves more than %d models; percentiles are kept for the first %d", MaxWindowModels, MaxWindowModels)
+	case lw.le == nil:
+		return Window{}, errNoHistogram
 	}
-	w := Window{Le: slices.Clone(h.Le[:h.N]), Count: make([]float64, h.N)}
+	w := Window{Le: slices.Clone(lw.le), Count: make([]float64, len(lw.le))}
 	if len(lw.anchors) == 0 || !lw.anchors[0].at.Before(goodAt) {
 		// One good scrape so far (or since a restart): nothing measured yet,
 		// an empty window that merges as such and gives no percentile.
@@ -263,8 +276,8 @@ func (st *sloState) window(m *parse.Model, l signals.Latency, goodAt time.Time) 
 	}
 	base := &lw.anchors[0]
 	w.Span = goodAt.Sub(base.at)
-	for i := range h.N {
-		w.Count[i] = max(0, h.Count[i]-base.count[i])
+	for i := range w.Count {
+		w.Count[i] = max(0, lw.latest[i]-base.count[i])
 	}
 	return w, nil
 }

@@ -21,7 +21,8 @@ func cmodel(name string, tokens, requests float64, ttft ...float64) parse.Model 
 	m.Counters[signals.GenerationTokens], m.Counters[signals.Requests] = tokens, requests
 	m.HasCounter = 1<<signals.GenerationTokens | 1<<signals.Requests
 	if ttft != nil {
-		h := &m.Hists[signals.TimeToFirstToken]
+		h := &parse.Histogram{}
+		m.Hists[signals.TimeToFirstToken] = h
 		h.N = len(ttftLe)
 		copy(h.Le[:], ttftLe)
 		copy(h.Count[:], ttft)

@@ -197,6 +197,9 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 		sv.goodAt = at
 		sv.server = page.Server
 		sv.models = append(sv.models[:0], page.Models...)
+		for i := range sv.models {
+			sv.models[i].Hists = [signals.NumLatencies]*parse.Histogram{} // the parser's memory; the windows hold copies
+		}
 		sv.rejected = page.Rejected
 	}
 }
