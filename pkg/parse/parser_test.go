@@ -62,9 +62,9 @@ func TestParseFixtures(t *testing.T) {
 		}}},
 		{"vllm-v1-scaled.prom", Page{Server: VLLMV1, Models: []Model{
 			m(llama, sQ, 18.0, sB, 53.0, sKV, 0.7929870892018779),
-			m("sql-lora", sQ, 13.0, sB, 98.0, sKV, 0.9308612089201878),
-			m("chat-support-lora", sQ, 7.0, sB, 60.0, sKV, 0.617737676056338),
-			m("code-review-lora", sQ, 18.0, sB, 92.0, sKV, 0.8888277582159625),
+			m("Qwen/Qwen2.5-7B-Instruct", sQ, 13.0, sB, 98.0, sKV, 0.9308612089201878),
+			m("mistralai/Mistral-7B-Instruct-v0.3", sQ, 7.0, sB, 60.0, sKV, 0.617737676056338),
+			m("google/gemma-2-9b-it", sQ, 18.0, sB, 92.0, sKV, 0.8888277582159625),
 		}}},
 		{"tgi-v3.prom", Page{Server: TGI, Models: []Model{m("", sQ, 0.0, sB, 0.0)}}},
 		{"sglang-v0.4.prom", Page{Server: SGLang, Models: []Model{
