@@ -369,8 +369,14 @@ func (e *Engine) preempt(s *seq) {
 // t: computed tokens enter the KV cache, every request whose prompt (and
 // earlier output) is now fully computed emits one token, and requests that
 // reached max_tokens finish.
+//
+// Clients are woken only after the step's counters and histograms are
+// recorded, as in vLLM, whose engine updates its metrics before the API
+// server streams the tokens: a client that has received its last token
+// finds it counted on /metrics.
 func (e *Engine) commit(t time.Duration) {
 	tokens, genTokens, promptTokens := 0, 0, 0
+	var emitted, ended []*seq
 	for _, sc := range e.sched {
 		s := sc.s
 		tokens += sc.n
@@ -392,13 +398,19 @@ func (e *Engine) commit(t time.Duration) {
 		}
 		s.lastToken = t
 		if gen >= s.maxTokens {
-			e.finish(s, t, ReasonLength)
+			ended = append(ended, s)
 		} else {
-			signal(s)
+			emitted = append(emitted, s)
 		}
 	}
 	if len(e.sched) > 0 {
 		e.rec.step(tokens, promptTokens, genTokens)
+	}
+	for _, s := range ended {
+		e.finish(s, t, ReasonLength)
+	}
+	for _, s := range emitted {
+		signal(s)
 	}
 	kept := e.running[:0]
 	for _, s := range e.running {
@@ -423,7 +435,6 @@ func (e *Engine) finish(s *seq, t time.Duration, reason string) {
 	s.reason = reason
 	gen := s.generated
 	s.mu.Unlock()
-	signal(s)
 	f := finishedRequest{
 		reason:       reason,
 		promptTokens: s.prompt,
@@ -442,6 +453,7 @@ func (e *Engine) finish(s *seq, t time.Duration, reason string) {
 		f.decode = nonNeg(s.lastToken - s.firstToken)
 	}
 	e.rec.finished(f)
+	signal(s) // after recording: see commit
 }
 
 func signal(s *seq) {
