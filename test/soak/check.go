@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -95,7 +96,13 @@ func (tl *timeline) add(a answer) {
 	if a.healthy {
 		tl.healthy++
 	}
-	tl.answers = append(tl.answers, a)
+	// Keep the answers in order of start: concurrent questions may end
+	// out of order.
+	i := len(tl.answers)
+	for i > 0 && tl.answers[i-1].start.After(a.start) {
+		i--
+	}
+	tl.answers = slices.Insert(tl.answers, i, a)
 }
 
 // firstAfter returns the start of the first answer started at or after t
@@ -217,6 +224,11 @@ func (e *env) check(ctx context.Context, reg *registry, tl *timeline) {
 			}
 		}
 	})
+	// Questions do not wait for each other (one that hangs while a
+	// component is down must not hide the first correct answer after it),
+	// up to maxInFlight at once.
+	const maxInFlight = 16
+	inFlight := make(chan struct{}, maxInFlight)
 	t := time.NewTicker(askEvery)
 	defer t.Stop()
 	for {
@@ -225,14 +237,22 @@ func (e *env) check(ctx context.Context, reg *registry, tl *timeline) {
 			return
 		case <-t.C:
 		}
-		start := time.Now()
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		values, err := e.ask(actx)
-		cancel()
-		if ctx.Err() != nil {
-			return
+		select {
+		case inFlight <- struct{}{}:
+		default:
+			continue // maxInFlight questions hang: skip this tick
 		}
-		tl.add(judge(reg, tl, answer{start: start, err: err, values: values}))
+		start := time.Now()
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			values, err := e.ask(actx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			tl.add(judge(reg, tl, answer{start: start, err: err, values: values}))
+		})
 	}
 }
 

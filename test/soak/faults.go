@@ -48,6 +48,18 @@ type fault struct {
 	bound     time.Duration
 	recovered bool
 	note      string
+	// from and ok define recovery: the first answer started at or after
+	// from for which ok holds. It is measured again on the whole timeline
+	// at the end, as questions still in flight may have started earlier.
+	from time.Time
+	ok   func(answer) bool
+}
+
+// measure sets the recovery from the timeline as it stands.
+func (ft *fault) measure(tl *timeline) {
+	if at, found := tl.firstAfter(ft.from, ft.ok); found {
+		ft.recovery, ft.recovered = at.Sub(ft.from), true
+	}
 }
 
 // faults is the record of every fault, safe for the two fault loops.
@@ -134,7 +146,8 @@ func (e *env) controlPlaneFault(ctx context.Context, target string, reg *registr
 		klog.ErrorS(err, "soak: restart", "component", target)
 	}
 	reg.pauseReuse(time.Now().Add(reuseSettle))
-	ft.recovery, ft.recovered = tl.waitFor(ctx, ft.back, ft.bound+5*time.Second, isHealthy)
+	ft.from, ft.ok = ft.back, isHealthy
+	ft.recovery, ft.recovered = tl.waitFor(ctx, ft.from, ft.bound+5*time.Second, ft.ok)
 	return ft
 }
 
@@ -154,7 +167,8 @@ func (e *env) killAdapter(ctx context.Context, tl *timeline, fs *faults) *fault 
 	if err := e.adapters.Kill(i); err != nil {
 		ft.note = err.Error()
 	}
-	ft.recovery, ft.recovered = tl.waitFor(ctx, ft.at, ft.bound+5*time.Second, isHealthy)
+	ft.from, ft.ok = ft.at, isHealthy
+	ft.recovery, ft.recovered = tl.waitFor(ctx, ft.from, ft.bound+5*time.Second, ft.ok)
 	sleep(ctx, componentDown)
 	ft.back = time.Now()
 	if err := e.adapters.Restart(ctx, i); err != nil {
@@ -188,9 +202,8 @@ func (e *env) pageFault(ctx context.Context, mode string, reg *registry, tl *tim
 	e.pods.setMode(ip, modeHealthy)
 	reg.mendPage(pod, ft.back)
 	want, _ := reg.value(pod)
-	ft.recovery, ft.recovered = tl.waitFor(ctx, ft.back, ft.bound+5*time.Second, func(a answer) bool {
-		return a.err == nil && a.values[pod] == float64(want)
-	})
+	ft.from, ft.ok = ft.back, func(a answer) bool { return a.err == nil && a.values[pod] == float64(want) }
+	ft.recovery, ft.recovered = tl.waitFor(ctx, ft.from, ft.bound+5*time.Second, ft.ok)
 	ft.leftOut = -1
 	if at, ok := tl.firstAfter(ft.at, func(a answer) bool {
 		_, has := a.values[pod]

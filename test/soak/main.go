@@ -213,6 +213,9 @@ func (e *env) soak(ctx context.Context, o options, say func(string, ...any)) (*r
 	cancel()
 	wg.Wait()
 	res.faults = fs.list
+	for _, ft := range res.faults {
+		ft.measure(tl)
+	}
 	res.reuses = reg.reuses()
 	res.lifetimes = lifetimes(samples)
 	res.logLines, res.logReplica, res.logOK = logRate(samples)
