@@ -11,9 +11,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -50,6 +52,7 @@ type config struct {
 	maxModelLen    int
 	maxInFlight    int
 	requestTimeout time.Duration // simulated
+	render         bool
 }
 
 func parseFlags(args []string, getenv func(string) string) (config, error) {
@@ -69,12 +72,13 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&cfg.maxReplicas, "max-replicas", framework.FakeGPUs, "maxReplicas of every HPA, and the size of the fixed fleet (the node has 8 GPUs).")
 	fs.StringVar(&cfg.pick, "picker", pickLeastLoaded, "How the front end picks a Ready pod: least-loaded (fewest requests in flight, as an inference gateway) or round-robin (as a Service).")
 	fs.StringVar(&cfg.out, "out", "shootout-out", "Directory for the report files.")
+	fs.BoolVar(&cfg.render, "render", false, "Run nothing: redraw each trace's SVG and print its table from the JSON and requests CSV already in -out.")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	cfg.traces = strings.Split(*traces, ",")
 	var errs []error
-	if cfg.binDir == "" {
+	if cfg.binDir == "" && !cfg.render {
 		errs = append(errs, fmt.Errorf("%s is not set: run `make shootout`", envBin))
 	}
 	if !(cfg.compress >= 1) || math.IsInf(cfg.compress, 0) {
@@ -106,7 +110,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	if cfg.render {
+		err = render(cfg)
+	} else {
+		err = run(ctx, cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "shootout:", err)
 		stop()
 		os.Exit(1)
@@ -217,5 +226,42 @@ func run(ctx context.Context, cfg config) (err error) {
 		fmt.Println(rep.markdown())
 	}
 	say("done in %s; reports in %s", time.Since(began).Round(time.Second), cfg.out)
+	return nil
+}
+
+// render redraws the chart and prints the table of each trace from the
+// files a run left in cfg.out.
+func render(cfg config) error {
+	for _, path := range cfg.traces {
+		t, err := prepareTrace(path, cfg)
+		if err != nil {
+			return err
+		}
+		base := filepath.Join(cfg.out, t.name)
+		raw, err := os.ReadFile(base + ".json")
+		if err != nil {
+			return err
+		}
+		var rep report
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			return fmt.Errorf("%s.json: %w", base, err)
+		}
+		f, err := os.Open(base + "-requests.csv")
+		if err != nil {
+			return err
+		}
+		recs, err := readRecords(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s-requests.csv: %w", base, err)
+		}
+		for i := range rep.Runs {
+			rep.Runs[i].Records = recs[rep.Runs[i].Policy.Name]
+		}
+		if err := writeFile(base+".svg", func(w io.Writer) error { return rep.writeSVG(w, t.reqs) }); err != nil {
+			return err
+		}
+		fmt.Println(rep.markdown())
+	}
 	return nil
 }

@@ -176,6 +176,10 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 		}{{"#9ecae1", func(s Sample) int { return s.Replicas }}, {"#08519c", func(s Sample) int { return s.Ready }}} {
 			pts = pts[:0]
 			for k, smp := range run.Samples {
+				last := k == len(run.Samples)-1
+				if k > 0 && series.get(smp) == series.get(run.Samples[k-1]) && !last {
+					continue // a step series: only its changes are drawn
+				}
 				if k > 0 {
 					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(smp.T), yR(series.get(run.Samples[k-1]))))
 				}
@@ -235,4 +239,31 @@ func axisStep(span time.Duration) time.Duration {
 
 func shortDuration(d time.Duration) string {
 	return strconv.Itoa(int(d.Minutes())) + "m"
+}
+
+// readRecords reads the records of <trace>-requests.csv back, by policy.
+func readRecords(r io.Reader) (map[string][]Record, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	sec := func(v string) time.Duration {
+		f, _ := strconv.ParseFloat(v, 64)
+		return time.Duration(f * float64(time.Second))
+	}
+	out := map[string][]Record{}
+	for i, row := range rows {
+		if i == 0 {
+			continue
+		}
+		if len(row) != 10 {
+			return nil, fmt.Errorf("requests CSV line %d: %d fields, want 10", i+1, len(row))
+		}
+		prompt, _ := strconv.Atoi(row[2])
+		output, _ := strconv.Atoi(row[3])
+		tokens, _ := strconv.Atoi(row[4])
+		out[row[0]] = append(out[row[0]], Record{Sent: sec(row[1]), PromptTokens: prompt, OutputTokens: output, Tokens: tokens,
+			TTFT: sec(row[5]), E2E: sec(row[6]), Err: row[9]})
+	}
+	return out, nil
 }

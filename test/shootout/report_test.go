@@ -220,8 +220,13 @@ func TestReportFiles(t *testing.T) {
 	if err := r.writeRecordsCSV(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := csv.NewReader(&rows).ReadAll(); len(got) != 3 || got[1][8] != "true" || got[2][9] != "boom" {
+	raw := rows.String()
+	if got, _ := csv.NewReader(strings.NewReader(raw)).ReadAll(); len(got) != 3 || got[1][8] != "true" || got[2][9] != "boom" {
 		t.Errorf("records CSV %v", got)
+	}
+	back, err := readRecords(strings.NewReader(raw))
+	if err != nil || len(back["queue-3"]) != 2 || back["queue-3"][0] != recs[0] || back["queue-3"][1] != recs[1] {
+		t.Errorf("records read back: %+v (%v), want %+v", back, err, recs)
 	}
 	if md := r.markdown(); !strings.Contains(md, "| queue-3 | 50.0% | 1 |") {
 		t.Errorf("markdown lacks the row:\n%s", md)
