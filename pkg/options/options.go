@@ -78,24 +78,26 @@ type Options struct {
 	servers *parse.Servers
 }
 
-// NewOptions returns options holding the defaults.
+// NewOptions returns options holding the defaults; the scrape flags start
+// from the scraper's own defaults (scrape.DefaultConfig).
 func NewOptions() *Options {
+	// (32 + 4) × 4 MiB = 144 MiB of page buffers at worst: under 30% of the
+	// chart's 512Mi memory limit.
+	sc := scrape.DefaultConfig()
 	return &Options{
 		Adapter:            &basecmd.AdapterBase{Name: "inference-metrics-adapter"},
 		Logging:            logsapi.NewLoggingConfiguration(),
-		ScrapeInterval:     5 * time.Second,
-		ScrapeTimeout:      defaultScrapeTimeout,
+		ScrapeInterval:     sc.Interval,
+		ScrapeTimeout:      sc.Timeout,
 		MaxAge:             defaultMaxAge,
 		SLOWindow:          store.DefaultSLOWindow,
-		MaxBodySize:        4 << 20,
-		ScrapeConcurrency:  32,
+		MaxBodySize:        sc.MaxBodySize,
+		ScrapeConcurrency:  sc.Concurrency,
 		DemandTTL:          10 * time.Minute,
 		FirstScrapeTimeout: 2 * time.Second,
 		GPUAgentSelector:   "app.kubernetes.io/name=inference-metrics-adapter-gpu-agent",
 
-		// (32 + 4) × 4 MiB = 144 MiB of page buffers at worst: under 30% of
-		// the chart's 512Mi memory limit.
-		FirstScrapeConcurrency: 4,
+		FirstScrapeConcurrency: sc.FirstConcurrency,
 
 		MaxSelectorsPerNamespace: targets.DefaultMaxSelectorsPerNamespace,
 		MaxSelectors:             targets.DefaultMaxSelectors,
@@ -109,8 +111,7 @@ func NewOptions() *Options {
 // Defaults that other flags can raise or lower when they are not set
 // themselves; see Complete.
 const (
-	defaultScrapeTimeout = 3 * time.Second
-	defaultMaxAge        = 15 * time.Second
+	defaultMaxAge = 15 * time.Second
 	// defaultAnswerCacheTTL is lowered to a quarter of a shorter
 	// --scrape-interval, so that the cache adds at most a quarter of an
 	// interval to the time a new value takes to show.
@@ -171,7 +172,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // so that Validate reports a contradiction between two flags the user set.
 func (o *Options) Complete(fs *pflag.FlagSet) {
 	if !fs.Changed("scrape-timeout") && o.ScrapeInterval > 0 {
-		o.ScrapeTimeout = min(defaultScrapeTimeout, o.ScrapeInterval)
+		o.ScrapeTimeout = min(scrape.DefaultConfig().Timeout, o.ScrapeInterval)
 	}
 	if !fs.Changed("max-age") && o.ScrapeInterval > 0 {
 		o.MaxAge = max(defaultMaxAge, 3*o.ScrapeInterval)
@@ -346,7 +347,7 @@ func (o *Options) Config() (*server.Config, error) {
 			Concurrency:          o.ScrapeConcurrency,
 			NamespaceConcurrency: o.NamespaceScrapeConcurrency,
 			FirstConcurrency:     o.FirstScrapeConcurrency,
-			Jitter:               1,
+			Jitter:               scrape.DefaultConfig().Jitter,
 			RequestGzip:          o.ScrapeGzip,
 			Servers:              servers,
 		},
