@@ -314,7 +314,7 @@ func referencePage(fams map[string]*dto.MetricFamily, d dialect, s Server) (Page
 				a = &accum{server: s, name: name}
 				accs = append(accs, a)
 			}
-			bit := uint16(1) << se.role
+			bit := uint32(1) << se.role
 			a.seen |= bit
 			fraction := se.role == roleKV || se.role == roleKVFallback || se.role == roleFill
 			switch {

@@ -23,6 +23,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"time"
 
@@ -82,9 +83,9 @@ type accum struct {
 	server Server
 	name   string
 	vals   [numRoles]float64 // gauges and counters
-	has    uint16            // roles with at least one accepted sample
-	seen   uint16            // roles with at least one series, accepted or refused
-	bad    uint16            // roles whose sum overflowed: no value for the page
+	has    uint32            // roles with at least one accepted sample
+	seen   uint32            // roles with at least one series, accepted or refused
+	bad    uint32            // roles whose sum overflowed: no value for the page
 	hists  [numHistSlots]histAcc
 }
 
@@ -343,6 +344,10 @@ func (p *Parser) sample(line []byte, lineNo int, entries []entry) error {
 			p.addBucket(a, e, filter[e.le], v)
 			continue
 		}
+		if e.role == roleLoRA {
+			addLoRA(a, filter[slices.Index(e.keys, loraKeys[0])], filter[slices.Index(e.keys, loraKeys[1])], v)
+			continue
+		}
 		p.add(a, e, v)
 	}
 	return nil
@@ -381,6 +386,37 @@ func (p *Parser) addBucket(a *accum, e *entry, le []byte, v float64) {
 	}
 }
 
+// addLoRA takes a vllm:lora_requests_info line whose value (the time of
+// its last update) v is the latest so far: the adapters it lists as
+// running and waiting (comma-separated) are counted.
+func addLoRA(a *accum, running, waiting []byte, v float64) {
+	bit := uint32(1) << roleLoRA
+	a.seen |= bit
+	if math.IsNaN(v) || (a.has&bit != 0 && v < a.vals[roleLoRA]) {
+		return
+	}
+	a.has |= bit
+	a.vals[roleLoRA] = v
+	a.vals[roleLoRARunning] = float64(countList(running))
+	a.vals[roleLoRAWaiting] = float64(countList(waiting))
+}
+
+// countList counts the non-empty items of a comma-separated list.
+func countList(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, ',')
+		if i < 0 {
+			i = len(b)
+		}
+		if len(bytes.TrimSpace(b[:i])) > 0 {
+			n++
+		}
+		b = b[min(i+1, len(b)):]
+	}
+	return n
+}
+
 // find returns the index of the bucket with upper bound le, or -1. Lines
 // come in bucket order, so the bucket after the last one is tried first.
 func (h *histAcc) find(le float64) int {
@@ -417,7 +453,7 @@ func (h *histAcc) insert(le float64) int {
 
 // add accumulates one sample of e into a, unless the value is refused.
 func (p *Parser) add(a *accum, e *entry, v float64) {
-	bit := uint16(1) << e.role
+	bit := uint32(1) << e.role
 	a.seen |= bit
 	if e.scale != 0 {
 		v *= e.scale
@@ -621,6 +657,10 @@ func (a *accum) model(rejected *[NumRejects]uint32) Model {
 		if !h.bad && h.h.N > 0 && math.IsInf(h.h.Le[h.h.N-1], 1) {
 			m.Hists[slotLatency[slot]] = &h.h
 		}
+	}
+	if has(roleLoRA) {
+		set(signals.LoRAAdaptersRunning, a.vals[roleLoRARunning])
+		set(signals.LoRAAdaptersWaiting, a.vals[roleLoRAWaiting])
 	}
 	if has(roleQueue) {
 		set(signals.QueueSize, a.vals[roleQueue])

@@ -65,6 +65,7 @@ func TestParseFixtures(t *testing.T) {
 			m("Qwen/Qwen2.5-7B-Instruct", sQ, 13.0, sB, 98.0, sKV, 0.9308612089201878),
 			m("mistralai/Mistral-7B-Instruct-v0.3", sQ, 7.0, sB, 60.0, sKV, 0.617737676056338),
 			m("google/gemma-2-9b-it", sQ, 18.0, sB, 92.0, sKV, 0.8888277582159625),
+			m("", signals.LoRAAdaptersRunning, 1.0, signals.LoRAAdaptersWaiting, 2.0), // vllm:lora_requests_info, no model label
 		}}},
 		{"tgi-v3.prom", Page{Server: TGI, Models: []Model{m("", sQ, 0.0, sB, 0.0)}}},
 		{"sglang-v0.4.prom", Page{Server: SGLang, Models: []Model{
@@ -109,12 +110,24 @@ func TestParseScaledTotals(t *testing.T) {
 		t.Fatal(err)
 	}
 	var queue, batch float64
+	served := 0
 	for _, mod := range got.Models {
 		queue += mod.Values[sQ]
 		batch += mod.Values[sB]
+		if mod.Has.Has(sQ) {
+			served++
+		}
 	}
-	if len(got.Models) != 4 || queue != 56 || batch != 303 {
-		t.Errorf("got %d models, queue %v, batch %v; want 4, 56, 303", len(got.Models), queue, batch)
+	if served != 4 || queue != 56 || batch != 303 {
+		t.Errorf("got %d models, queue %v, batch %v; want 4, 56, 303", served, queue, batch)
+	}
+	// vllm:lora_requests_info has no model label: its latest line (the
+	// largest value) names 1 running and 2 waiting adapters.
+	lora := got.Models[len(got.Models)-1]
+	run, ok1 := lora.Value(signals.LoRAAdaptersRunning)
+	wait, ok2 := lora.Value(signals.LoRAAdaptersWaiting)
+	if lora.Name != "" || !ok1 || !ok2 || run != 1 || wait != 2 {
+		t.Errorf("LoRA: model %q running %v %v waiting %v %v; want model \"\", 1 and 2", lora.Name, run, ok1, wait, ok2)
 	}
 }
 

@@ -30,6 +30,13 @@ const (
 	roleITLFallback // signals.InterTokenLatency, only when the model has no roleITL series at all
 	roleQueueTime   // signals.QueueTime
 	roleE2E         // signals.E2ELatency
+
+	// vllm:lora_requests_info: the line with the latest value (a
+	// timestamp) wins; its adapter-list labels are counted into the two
+	// roles after it, which no series has.
+	roleLoRA
+	roleLoRARunning
+	roleLoRAWaiting
 	numRoles
 
 	numGaugeRoles = roleGenTokens
@@ -43,14 +50,17 @@ func (r role) counter() signals.Counter { return signals.Counter(r - roleGenToke
 
 // bucket returns the histogram slot of a bucket role, and whether r is one.
 func (r role) bucket() (int, bool) {
-	if r >= roleTTFT && r < numRoles {
+	if r >= roleTTFT && r <= roleE2E {
 		return int(r - roleTTFT), true
 	}
 	return 0, false
 }
 
 // numHistSlots is the number of bucket roles; slot i holds role roleTTFT+i.
-const numHistSlots = int(numRoles - roleTTFT)
+const numHistSlots = int(roleE2E - roleTTFT + 1)
+
+// loraKeys are the labels of vllm:lora_requests_info the parser reads.
+var loraKeys = []string{"running_lora_adapters", "waiting_lora_adapters"}
 
 // slotLatency maps histogram slots to the latency they measure.
 var slotLatency = [numHistSlots]signals.Latency{
@@ -115,6 +125,7 @@ var dialects = [...]dialect{
 		{name: "vllm:time_per_output_token_seconds_bucket", role: roleITLFallback},
 		{name: "vllm:request_queue_time_seconds_bucket", role: roleQueueTime},
 		{name: "vllm:e2e_request_latency_seconds_bucket", role: roleE2E},
+		{name: "vllm:lora_requests_info", role: roleLoRA},
 	}},
 	VLLMV0: {modelLabel: "model_name", series: []series{
 		{name: "vllm:num_requests_waiting", role: roleQueue},
@@ -127,6 +138,7 @@ var dialects = [...]dialect{
 		{name: "vllm:time_to_first_token_seconds_bucket", role: roleTTFT},
 		{name: "vllm:time_per_output_token_seconds_bucket", role: roleITL},
 		{name: "vllm:e2e_request_latency_seconds_bucket", role: roleE2E},
+		{name: "vllm:lora_requests_info", role: roleLoRA},
 	}},
 	TGI: {series: []series{
 		{name: "tgi_queue_size", role: roleQueue},
@@ -237,6 +249,13 @@ func newMatcher(ds []dialect, hist bool, servers ...Server) matcher {
 				}
 				if _, ok := ss[i+k].role.bucket(); ok && !slices.Contains(keys, "le") {
 					keys = append(keys, "le")
+				}
+				if ss[i+k].role == roleLoRA {
+					for _, lk := range loraKeys {
+						if !slices.Contains(keys, lk) {
+							keys = append(keys, lk)
+						}
+					}
 				}
 			}
 			m.maxKeys = max(m.maxKeys, len(keys))

@@ -16,6 +16,8 @@ const (
 	BatchSize
 	KVCacheUsage
 	BatchFill
+	LoRAAdaptersRunning
+	LoRAAdaptersWaiting
 	GPUUtilization
 	GPUSMActive
 	GPUMemoryUsedBytes
@@ -82,9 +84,10 @@ func (l Latency) String() string {
 	return "unknown"
 }
 
-// NumServing is the number of serving signals (QueueSize..BatchFill); they are
-// the first signals, so arrays indexed by serving signals have this length.
-const NumServing = int(BatchFill) + 1
+// NumServing is the number of gauges read from a model server's page
+// (QueueSize..LoRAAdaptersWaiting); they are the first signals, so arrays
+// indexed by them have this length.
+const NumServing = int(LoRAAdaptersWaiting) + 1
 
 // Aggregation says how values combine: across a page's series (engines,
 // API-server processes), across the models of one pod, and across the pods
@@ -125,13 +128,15 @@ const (
 )
 
 var table = [Count]info{
-	QueueSize:          {name: "inference_queue_size", unit: "requests", aggregation: Sum, help: "requests waiting to be scheduled"},
-	BatchSize:          {name: "inference_batch_size", unit: "requests", aggregation: Sum, help: "requests running in the current batch"},
-	KVCacheUsage:       {name: "inference_kv_cache_usage", unit: "fraction 0..1", aggregation: Max, help: "fraction of KV-cache blocks in use"},
-	BatchFill:          {name: "inference_batch_fill", unit: "fraction 0..1", aggregation: Max, help: "fraction of the server's maximum batch in use"},
-	GPUUtilization:     {name: "gpu_utilization", unit: "fraction 0..1", aggregation: Mean, help: "NVML utilization.gpu, mean over the pod's GPUs"},
-	GPUSMActive:        {name: "gpu_sm_active", unit: "fraction 0..1", aggregation: Mean, help: "NVML GPM SM activity, mean over the pod's GPUs (Hopper and newer)"},
-	GPUMemoryUsedBytes: {name: "gpu_memory_used_bytes", unit: "bytes", aggregation: Sum, help: "GPU framebuffer memory used, sum over the pod's GPUs"},
+	QueueSize:           {name: "inference_queue_size", unit: "requests", aggregation: Sum, help: "requests waiting to be scheduled"},
+	BatchSize:           {name: "inference_batch_size", unit: "requests", aggregation: Sum, help: "requests running in the current batch"},
+	KVCacheUsage:        {name: "inference_kv_cache_usage", unit: "fraction 0..1", aggregation: Max, help: "fraction of KV-cache blocks in use"},
+	BatchFill:           {name: "inference_batch_fill", unit: "fraction 0..1", aggregation: Max, help: "fraction of the server's maximum batch in use"},
+	LoRAAdaptersRunning: {name: "inference_lora_adapters_running", unit: "adapters", aggregation: Sum, help: "LoRA adapters with requests running (vLLM lora_requests_info)"},
+	LoRAAdaptersWaiting: {name: "inference_lora_adapters_waiting", unit: "adapters", aggregation: Sum, help: "LoRA adapters with requests waiting (vLLM lora_requests_info)"},
+	GPUUtilization:      {name: "gpu_utilization", unit: "fraction 0..1", aggregation: Mean, help: "NVML utilization.gpu, mean over the pod's GPUs"},
+	GPUSMActive:         {name: "gpu_sm_active", unit: "fraction 0..1", aggregation: Mean, help: "NVML GPM SM activity, mean over the pod's GPUs (Hopper and newer)"},
+	GPUMemoryUsedBytes:  {name: "gpu_memory_used_bytes", unit: "bytes", aggregation: Sum, help: "GPU framebuffer memory used, sum over the pod's GPUs"},
 
 	GenerationTokensPerSecond: {name: "inference_generation_tokens_per_second", unit: "tokens/s", aggregation: Sum, help: "output tokens generated per second", kind: rate, counter: GenerationTokens},
 	PromptTokensPerSecond:     {name: "inference_prompt_tokens_per_second", unit: "tokens/s", aggregation: Sum, help: "prompt tokens processed per second", kind: rate, counter: PromptTokens},
