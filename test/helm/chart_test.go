@@ -1,7 +1,8 @@
 // Package helm tests the Helm chart in deploy/helm/inference-metrics-adapter
 // without a cluster: helm lint, helm template of every ci/*-values.yaml
 // against golden files, the properties each render must have (TLS, RBAC,
-// security context), and the chart's errors on bad values. The tests need
+// security context), the chart's errors on bad values, and its Grafana
+// dashboard and PrometheusRule (monitoring_test.go). The tests need
 // the helm binary from IMA_E2E_BIN (test/tools/build.sh prints that
 // directory) and skip without it. Installing the chart into a real control
 // plane is test/e2e/helm_install_test.go.
@@ -212,7 +213,7 @@ func TestTemplateProperties(t *testing.T) {
 			checkAdapterPods(t, ci, objs)
 			checkRBAC(t, objs)
 			checkGPUAgent(t, ci, objs)
-			if got, want := len(byKind(objs, "ServiceMonitor")), map[bool]int{true: 1, false: 0}[ci == "servicemonitor"]; got != want {
+			if got, want := len(byKind(objs, "ServiceMonitor")), map[bool]int{true: 1, false: 0}[ci == "servicemonitor" || ci == "monitoring"]; got != want {
 				t.Errorf("%d ServiceMonitors, want %d", got, want)
 			}
 		})
