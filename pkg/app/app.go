@@ -26,7 +26,7 @@ import (
 const usage = `Usage: inference-metrics-adapter [flags]
        inference-metrics-adapter contrast -n NAMESPACE -l SELECTOR [flags]
 
-Serves inference servers' queue size, batch size and KV-cache usage through custom.metrics.k8s.io.
+Serves inference servers' queue size, batch size, KV-cache usage, token and request rates and latency percentiles through custom.metrics.k8s.io.
 The contrast command shows GPU activity next to those signals, per pod.
 `
 
