@@ -294,3 +294,41 @@ func TestAnswerCacheTTLFollowsInterval(t *testing.T) {
 		})
 	}
 }
+
+func TestSLOWindowFollowsInterval(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    time.Duration
+		wantErr string
+	}{
+		{name: "default", want: time.Minute},
+		{name: "short interval alone", args: []string{"--scrape-interval=1s"}, want: time.Minute},
+		{name: "long interval alone: six intervals", args: []string{"--scrape-interval=30s"}, want: 3 * time.Minute},
+		{name: "set is kept", args: []string{"--slo-window=5m"}, want: 5 * time.Minute},
+		{name: "under two intervals", args: []string{"--scrape-interval=10s", "--slo-window=15s"}, want: 15 * time.Second, wantErr: "--slo-window must be between 2 --scrape-interval (20s) and 1h, got 15s"},
+		{name: "over an hour", args: []string{"--slo-window=2h"}, want: 2 * time.Hour, wantErr: "--slo-window must be between"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.GPUAgentSelector = ""
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.Complete(fs)
+			if o.SLOWindow != tc.want {
+				t.Errorf("--slo-window %s, want %s", o.SLOWindow, tc.want)
+			}
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one mentioning %q", err, tc.wantErr)
+			}
+		})
+	}
+}
