@@ -49,12 +49,14 @@ tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@cd test/tools && $(GO) mod tidy -diff || { echo "test/tools/go.mod is not tidy: run (cd test/tools && go mod tidy)"; exit 1; }
 
-verify: ## gofmt, go vet, go mod tidy clean, generated files current
+verify: ## gofmt, go vet, go mod tidy clean, generated files current, the dashboard and alerts lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^test/tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(PROGRESS) "go vet" $(GO) vet ./...
 	@$(MAKE) --no-print-directory tidy-check
 	@echo "verify: manifests/ against the chart (the first run builds helm and the control plane, cached: minutes)"
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi
+	@echo "verify: the chart's Grafana dashboard and PrometheusRule (promql/parser, rulefmt)"
+	@bin_dir=$$(./test/tools/build.sh | tail -n1) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) "dashboard and alerts" $(GO) test -count=1 -run '^(TestDashboard|TestPrometheusRule|TestPrometheusRuleNeedsSelfMetrics|TestMonitoringOptIn|TestSeries|TestExpandRefusesUnknownVariables|TestLoadRulesRefuses)$$' ./test/helm/
 
 demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue size
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/demo
