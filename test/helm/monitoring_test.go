@@ -362,3 +362,36 @@ func TestLoadRulesRefuses(t *testing.T) {
 		t.Errorf("a good rule: %v", err)
 	}
 }
+
+// TestOtherSeriesDocumented: the model servers' and the gpu-agent's series
+// in monitoring.OtherSeries are the ones the docs name (docs/metrics.md's
+// source series by server, docs/gpu-agent.md's page), so that the list
+// cannot drift from what the adapter reads.
+func TestOtherSeriesDocumented(t *testing.T) {
+	docs := map[monitoring.Source]string{
+		monitoring.SourceModelServer: "../../docs/metrics.md",
+		monitoring.SourceGPUAgent:    "../../docs/gpu-agent.md",
+	}
+	text := map[monitoring.Source]string{}
+	for src, path := range docs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text[src] = string(b)
+	}
+	checked := 0
+	for name, src := range monitoring.OtherSeries {
+		doc, ok := text[src]
+		if !ok {
+			continue
+		}
+		checked++
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("%s (%s) is not named in %s", name, src, docs[src])
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no model-server or gpu-agent series checked")
+	}
+}
