@@ -98,7 +98,7 @@ func startHelmEnv(t *testing.T) *helmEnv {
 }
 
 // createStubCRDs registers cert-manager's Certificate and Issuer and
-// prometheus-operator's ServiceMonitor with open schemas, so that the API
+// prometheus-operator's ServiceMonitor and PrometheusRule with open schemas, so that the API
 // server accepts the chart's objects of those kinds. The controllers
 // themselves are not run: the test plays cert-manager where needed.
 func (h *helmEnv) createStubCRDs(t *testing.T) {
@@ -108,6 +108,7 @@ func (h *helmEnv) createStubCRDs(t *testing.T) {
 		{"cert-manager.io", "Certificate", "certificates"},
 		{"cert-manager.io", "Issuer", "issuers"},
 		{"monitoring.coreos.com", "ServiceMonitor", "servicemonitors"},
+		{"monitoring.coreos.com", "PrometheusRule", "prometheusrules"},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
