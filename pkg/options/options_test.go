@@ -230,105 +230,78 @@ func TestDefect_ScrapeIntervalAloneRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			o.GPUAgentSelector = ""
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			o.Complete(fs)
+			o := completed(t, tc.args)
 			if o.ScrapeTimeout != tc.wantTimeout || o.MaxAge != tc.wantMaxAge || o.MaxSelectors != tc.wantMaxSelectors {
 				t.Errorf("timeout %s, max age %s, max selectors %d; want %s, %s, %d",
 					o.ScrapeTimeout, o.MaxAge, o.MaxSelectors, tc.wantTimeout, tc.wantMaxAge, tc.wantMaxSelectors)
 			}
-			err := o.Validate()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Errorf("error %v, want one mentioning %q", err, tc.wantErr)
-			}
+			checkErr(t, o.Validate(), tc.wantErr)
 		})
 	}
 }
 
-// The answer cache's TTL follows a shorter --scrape-interval, so that it
-// never adds more than a quarter of an interval to a value's way to the HPA;
-// set explicitly it must lie between 0 and the interval.
-func TestAnswerCacheTTLFollowsInterval(t *testing.T) {
-	cases := []struct {
-		name    string
-		args    []string
-		want    time.Duration
-		wantErr string
-	}{
-		{name: "default", want: time.Second},
-		{name: "short interval alone", args: []string{"--scrape-interval=1s"}, want: 250 * time.Millisecond},
-		{name: "long interval alone", args: []string{"--scrape-interval=30s"}, want: time.Second},
-		{name: "set is kept", args: []string{"--scrape-interval=1s", "--answer-cache-ttl=100ms"}, want: 100 * time.Millisecond},
-		{name: "zero disables", args: []string{"--answer-cache-ttl=0"}, want: 0},
-		{name: "negative", args: []string{"--answer-cache-ttl=-1s"}, want: -time.Second, wantErr: "--answer-cache-ttl must be between 0 and --scrape-interval (5s), got -1s"},
-		{name: "above the interval", args: []string{"--scrape-interval=1s", "--answer-cache-ttl=2s"}, want: 2 * time.Second, wantErr: "--answer-cache-ttl must be between 0 and --scrape-interval (1s), got 2s"},
+// completed returns the options after parsing args and completing the
+// defaults that follow other flags, as the command does.
+func completed(t *testing.T, args []string) *Options {
+	t.Helper()
+	o := NewOptions()
+	o.GPUAgentSelector = ""
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			o.GPUAgentSelector = ""
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			o.Complete(fs)
-			if o.AnswerCacheTTL != tc.want {
-				t.Errorf("--answer-cache-ttl %s, want %s", o.AnswerCacheTTL, tc.want)
-			}
-			err := o.Validate()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Errorf("error %v, want one mentioning %q", err, tc.wantErr)
-			}
-		})
+	o.Complete(fs)
+	return o
+}
+
+// checkErr reports err unless it matches want: empty means no error,
+// else a substring of the error.
+func checkErr(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("unexpected error: %v", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("error %v, want one mentioning %q", err, want)
 	}
 }
 
-func TestSLOWindowFollowsInterval(t *testing.T) {
+// Durations whose defaults follow --scrape-interval: the answer cache's TTL
+// never adds more than a quarter of an interval to a value's way to the
+// HPA; the SLO window spans at least six intervals. Set explicitly, each
+// must lie within its bounds.
+func TestDurationsFollowInterval(t *testing.T) {
+	ttl := func(o *Options) time.Duration { return o.AnswerCacheTTL }
+	window := func(o *Options) time.Duration { return o.SLOWindow }
 	cases := []struct {
 		name    string
 		args    []string
+		get     func(*Options) time.Duration
 		want    time.Duration
 		wantErr string
 	}{
-		{name: "default", want: time.Minute},
-		{name: "short interval alone", args: []string{"--scrape-interval=1s"}, want: time.Minute},
-		{name: "long interval alone: six intervals", args: []string{"--scrape-interval=30s"}, want: 3 * time.Minute},
-		{name: "set is kept", args: []string{"--slo-window=5m"}, want: 5 * time.Minute},
-		{name: "under two intervals", args: []string{"--scrape-interval=10s", "--slo-window=15s"}, want: 15 * time.Second, wantErr: "--slo-window must be between 2 --scrape-interval (20s) and 1h, got 15s"},
-		{name: "over an hour", args: []string{"--slo-window=2h"}, want: 2 * time.Hour, wantErr: "--slo-window must be between"},
+		{name: "answer cache: default", get: ttl, want: time.Second},
+		{name: "answer cache: short interval alone", args: []string{"--scrape-interval=1s"}, get: ttl, want: 250 * time.Millisecond},
+		{name: "answer cache: long interval alone", args: []string{"--scrape-interval=30s"}, get: ttl, want: time.Second},
+		{name: "answer cache: set is kept", args: []string{"--scrape-interval=1s", "--answer-cache-ttl=100ms"}, get: ttl, want: 100 * time.Millisecond},
+		{name: "answer cache: zero disables", args: []string{"--answer-cache-ttl=0"}, get: ttl, want: 0},
+		{name: "answer cache: negative", args: []string{"--answer-cache-ttl=-1s"}, get: ttl, want: -time.Second, wantErr: "--answer-cache-ttl must be between 0 and --scrape-interval (5s), got -1s"},
+		{name: "answer cache: above the interval", args: []string{"--scrape-interval=1s", "--answer-cache-ttl=2s"}, get: ttl, want: 2 * time.Second, wantErr: "--answer-cache-ttl must be between 0 and --scrape-interval (1s), got 2s"},
+		{name: "slo window: default", get: window, want: time.Minute},
+		{name: "slo window: short interval alone", args: []string{"--scrape-interval=1s"}, get: window, want: time.Minute},
+		{name: "slo window: long interval alone: six intervals", args: []string{"--scrape-interval=30s"}, get: window, want: 3 * time.Minute},
+		{name: "slo window: set is kept", args: []string{"--slo-window=5m"}, get: window, want: 5 * time.Minute},
+		{name: "slo window: under two intervals", args: []string{"--scrape-interval=10s", "--slo-window=15s"}, get: window, want: 15 * time.Second, wantErr: "--slo-window must be between 2 --scrape-interval (20s) and 1h, got 15s"},
+		{name: "slo window: over an hour", args: []string{"--slo-window=2h"}, get: window, want: 2 * time.Hour, wantErr: "--slo-window must be between"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			o.GPUAgentSelector = ""
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
+			o := completed(t, tc.args)
+			if got := tc.get(o); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
 			}
-			o.Complete(fs)
-			if o.SLOWindow != tc.want {
-				t.Errorf("--slo-window %s, want %s", o.SLOWindow, tc.want)
-			}
-			err := o.Validate()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Errorf("error %v, want one mentioning %q", err, tc.wantErr)
-			}
+			checkErr(t, o.Validate(), tc.wantErr)
 		})
 	}
 }

@@ -136,21 +136,7 @@ func BenchmarkScrape(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkThousandTargets -benchmem ./pkg/scrape
 func BenchmarkThousandTargets(b *testing.B) {
 	const n = 1000
-	page := loadFixture(b)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
-		_, _ = w.Write(page)
-	})}
-	targets := make([]Target, n)
-	for i := range targets {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() { _ = srv.Serve(l) }()
-		targets[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, URL: "http://" + l.Addr().String() + "/metrics"}
-	}
-	defer srv.Close()
+	targets := pageServers(b, n)
 
 	cfg := DefaultConfig()
 	cfg.Interval, cfg.Timeout = time.Hour, 10*time.Second // loops exist but do not scrape
@@ -158,10 +144,7 @@ func BenchmarkThousandTargets(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx := runManager(b, m)
 	m.SetTargets(targets)
 	m.ScrapeNow(ctx, targets) // warm up: connections, buffers, parsers
 
@@ -200,21 +183,7 @@ func (s *lockedSink) Record(pod types.NamespacedName, at time.Time, page *parse.
 //	go test -run '^$' -bench BenchmarkLoops1000 -benchtime 10x ./pkg/scrape
 func BenchmarkLoops1000(b *testing.B) {
 	const n = 1000
-	page := loadFixture(b)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
-		_, _ = w.Write(page)
-	})}
-	targets := make([]Target, n)
-	for i := range targets {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() { _ = srv.Serve(l) }()
-		targets[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, URL: "http://" + l.Addr().String() + "/metrics"}
-	}
-	defer srv.Close()
+	targets := pageServers(b, n)
 
 	cfg := DefaultConfig()
 	cfg.Interval, cfg.Timeout = time.Second, time.Second
@@ -224,10 +193,7 @@ func BenchmarkLoops1000(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runManager(b, m)
 	m.SetTargets(targets)
 	time.Sleep(3 * cfg.Interval) // every loop started and scraped once
 
@@ -264,4 +230,37 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pageServers serves the vLLM V1 fixture on n loopback listeners, each its
+// own host:port (so each target keeps its own keep-alive connection, as
+// pods do), until the benchmark ends.
+func pageServers(b *testing.B, n int) []Target {
+	b.Helper()
+	page := loadFixture(b)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+		_, _ = w.Write(page)
+	})}
+	b.Cleanup(func() { srv.Close() })
+	targets := make([]Target, n)
+	for i := range targets {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = srv.Serve(l) }()
+		targets[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, URL: "http://" + l.Addr().String() + "/metrics"}
+	}
+	return targets
+}
+
+// runManager runs m until the benchmark ends, and returns Run's context.
+func runManager(b *testing.B, m *Manager) context.Context {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return ctx
 }
