@@ -31,6 +31,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -198,16 +199,21 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.inflight[k] = b
 	c.mu.Unlock()
 
+	var res *entry
+	// Deferred, so that a handler that panics (the API server's timeout
+	// filter aborts with one) still releases the question's waiters.
+	defer func() {
+		c.mu.Lock()
+		delete(c.inflight, k)
+		if res != nil {
+			c.keepLocked(k, res, now)
+		}
+		b.res = res
+		c.mu.Unlock()
+		close(b.done)
+	}()
 	c.results.WithLabelValues(resultMiss).Inc()
-	res := c.compute(w, r, now)
-	c.mu.Lock()
-	delete(c.inflight, k)
-	if res != nil {
-		c.keepLocked(k, res, now)
-	}
-	b.res = res
-	c.mu.Unlock()
-	close(b.done)
+	res = c.compute(w, r, now)
 }
 
 // compute runs the request through next, writing the answer to w as it
@@ -267,7 +273,7 @@ func (c *Cache) Len() (int, int64) {
 func (e *entry) writeTo(w http.ResponseWriter) {
 	h := w.Header()
 	for k, v := range e.header {
-		h[k] = v
+		h[k] = slices.Clone(v) // a filter may append to it
 	}
 	w.WriteHeader(e.status)
 	_, _ = w.Write(e.body)

@@ -243,3 +243,38 @@ func TestWrapZeroTTLIsThePlainHandler(t *testing.T) {
 		t.Errorf("handler called %d times with the cache off, want 2", got)
 	}
 }
+
+// A handler that panics (the API server's timeout filter aborts a request
+// with http.ErrAbortHandler) must not leave its question in flight forever:
+// the next identical question is computed.
+func TestCachePanickingBuildReleasesTheQuestion(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Unix(1000, 0))
+	var calls atomic.Int64
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			panic(http.ErrAbortHandler)
+		}
+		fmt.Fprint(w, "answer")
+	})
+	c, _ := newCache(Config{TTL: time.Second}, next, clk)
+	func() {
+		defer func() {
+			if r := recover(); r != http.ErrAbortHandler {
+				t.Fatalf("recovered %v, want the handler's panic", r)
+			}
+		}()
+		get(t, c, queuePath, nil)
+	}()
+	if n := waiting(c, queuePath); n != 0 {
+		t.Fatalf("%d waiters", n)
+	}
+	c.mu.Lock()
+	_, inflight := c.inflight[key(httptest.NewRequest(http.MethodGet, queuePath, nil))]
+	c.mu.Unlock()
+	if inflight {
+		t.Fatal("the panicked build is still in flight: every later identical question would wait on it")
+	}
+	if got := get(t, c, queuePath, nil).Body.String(); got != "answer" {
+		t.Errorf("next answer %q, want a computed one", got)
+	}
+}
