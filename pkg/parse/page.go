@@ -7,7 +7,7 @@ type Server uint8
 
 // Known servers. Unknown means "detect from the page" when passed to ParseAs,
 // and "no known series found" in a Page. Custom servers (see Servers) are
-// numbered after JetStream.
+// numbered after FrontDoor.
 const (
 	Unknown Server = iota
 	VLLMV1
@@ -17,6 +17,13 @@ const (
 	TRTLLMServe
 	TritonTRTLLM
 	JetStream
+	// GIEEPP is the Gateway API Inference Extension's endpoint picker (and
+	// llm-d's, which still exports the same name): a front door whose
+	// flow-control queue holds requests not yet dispatched.
+	GIEEPP
+	// FrontDoor is any router or proxy that publishes the requests it holds
+	// as the gauge inference_front_door_pending_requests.
+	FrontDoor
 )
 
 var serverNames = [...]string{
@@ -28,6 +35,8 @@ var serverNames = [...]string{
 	TRTLLMServe:  "trtllm-serve",
 	TritonTRTLLM: "triton-trtllm",
 	JetStream:    "jetstream",
+	GIEEPP:       "gie-epp",
+	FrontDoor:    "front-door",
 }
 
 // String returns the server's flag/annotation spelling, e.g. "vllm-v1", or

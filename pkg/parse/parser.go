@@ -162,7 +162,7 @@ func newParser(servers *Servers, hist bool) *Parser {
 		counts:   make([]int, len(ds)),
 		rejected: make([][NumRejects]uint32, len(ds)),
 	}
-	detect := []Server{VLLMV1, TGI, SGLang, TRTLLMServe, TritonTRTLLM, JetStream}
+	detect := []Server{VLLMV1, TGI, SGLang, TRTLLMServe, TritonTRTLLM, JetStream, GIEEPP, FrontDoor}
 	for s := numBuiltin; s < len(ds); s++ {
 		detect = append(detect, Server(s))
 	}

@@ -193,6 +193,15 @@ var dialects = [...]dialect{
 		{name: "jetstream_queue_duration_bucket", role: roleQueueTime},
 		{name: "jetstream_time_per_request_bucket", role: roleE2E},
 	}},
+	// Front doors: the requests they hold, not yet sent to a model server,
+	// are their queue (docs/scale-to-zero.md). The EPP's gauge is per
+	// fairness_id, priority and inference_pool: summed.
+	GIEEPP: {modelLabel: "model_name", series: []series{
+		{name: "inference_extension_flow_control_queue_size", role: roleQueue},
+	}},
+	FrontDoor: {modelLabel: "model_name", series: []series{
+		{name: "inference_front_door_pending_requests", role: roleQueue},
+	}},
 }
 
 // entry is a wanted series together with the server it belongs to. The
