@@ -18,6 +18,11 @@ const (
 	AnnotationScrape       = "inference-metrics-adapter/scrape"
 	AnnotationServer       = "inference-metrics-adapter/server"
 	AnnotationMaxBatchSize = "inference-metrics-adapter/max-batch-size"
+	// AnnotationFrontDoor marks a router or gateway pod as the front door of
+	// the Service it names, in the pod's own namespace: the pod is scraped
+	// (as with AnnotationScrape) and its held requests are served as that
+	// Service's inference_front_door_pending_requests.
+	AnnotationFrontDoor = "inference-metrics-adapter/front-door-for"
 )
 
 // DefaultPath is the metrics path used when the pod does not name one.
@@ -116,4 +121,11 @@ func IsReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// FrontDoorFor returns the name of the Service pod is the front door of, and
+// whether it is one. The Service is always in the pod's namespace.
+func FrontDoorFor(pod *corev1.Pod) (string, bool) {
+	name := strings.TrimSpace(pod.Annotations[AnnotationFrontDoor])
+	return name, name != ""
 }

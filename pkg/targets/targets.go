@@ -1,6 +1,7 @@
 // Package targets decides which pods are scraped. A pod is a target while it
 // is Running with an IP and either opts in with the
-// inference-metrics-adapter/scrape annotation, or matches a label selector
+// inference-metrics-adapter/scrape annotation, or is a front door (the
+// inference-metrics-adapter/front-door-for annotation), or matches a label selector
 // the custom metrics API was asked about within the demand TTL, or was asked
 // about by name within the demand TTL. Pods come from an informer cache, so
 // pods that appear are picked up and pods that go away are dropped without
@@ -320,7 +321,7 @@ func (t *Tracker) classify(p *corev1.Pod, gen uint64) classified {
 		c.target, c.ok = scrape.Target{Pod: key, URL: url, Kind: scrape.GPUAgent}, true
 		return c
 	}
-	if p.Annotations[AnnotationScrape] != "true" && !t.demand.wants(p) {
+	if _, frontDoor := FrontDoorFor(p); !frontDoor && p.Annotations[AnnotationScrape] != "true" && !t.demand.wants(p) {
 		return c
 	}
 	tg, err := targetFor(p, t.cfg.Servers)
