@@ -148,11 +148,21 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: s.Name()})
 		}
 	}
+	out = append(out, cmprovider.CustomMetricInfo{GroupResource: servicesGR, Namespaced: true, Metric: signals.FrontDoorPendingRequests})
+	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
+		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: DemandPerReplica})
+	}
 	return out
 }
 
 // GetMetricByName returns the value of a metric for one pod, deployment or statefulset.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	if isService(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
+		return p.frontDoorByName(ctx, name, info, metricSelector) // frontdoor.go
+	}
+	if info.Metric == DemandPerReplica {
+		return p.demandPerReplicaByName(ctx, name, info, metricSelector) // coldstart.go
+	}
 	sig, k, err := resolve(info)
 	if err != nil {
 		return nil, err
@@ -199,6 +209,12 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 
 // GetMetricBySelector returns the metric for every pod (or object) matching selector in namespace.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	if isService(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
+		return nil, frontDoorBySelector(namespace, info) // frontdoor.go
+	}
+	if info.Metric == DemandPerReplica {
+		return p.demandPerReplicaBySelector(ctx, namespace, selector, info, metricSelector) // coldstart.go
+	}
 	sig, k, err := resolve(info)
 	if err != nil {
 		return nil, err
@@ -558,6 +574,7 @@ func servedNames() string {
 	for _, s := range signals.All() {
 		names = append(names, s.Name())
 	}
+	names = append(names, DemandPerReplica+" (deployments and statefulsets)")
 	return strings.Join(names, ", ")
 }
 

@@ -1,0 +1,233 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
+)
+
+// DemandPerReplica is the name of the cold-start-aware workload metric: the
+// workload's demand (requests waiting plus running, summed over its pods)
+// divided by its Ready plus starting replicas. It is served for deployments
+// and statefulsets only, for an HPA Object metric with a Value target
+// (docs/metrics.md, "Cold starts").
+const DemandPerReplica = "inference_demand_per_replica"
+
+// replicaDemand is a workload's demand and replicas at one moment.
+type replicaDemand struct {
+	demand   float64   // queue + running over the pods with a fresh value
+	oldest   time.Time // the oldest contributing scrape
+	ready    int       // Running and Ready pods
+	starting int       // pods that exist, are not terminating and not yet Ready
+	why      reasons   // Ready pods without a fresh value, and why
+}
+
+// replicas is the divisor: Ready plus starting.
+func (r replicaDemand) replicas() int { return r.ready + r.starting }
+
+// countDemand reads the pods of a workload. A pod counts as a replica
+// unless it is terminating or has finished (Succeeded, Failed); it is Ready
+// when Running with its Ready condition true (as the HPA counts), starting
+// otherwise (Pending, or Running while its model loads): starting pods need
+// no scrape. Demand is the signal rule of aggregatePods applied to queue
+// plus running: a Ready pod must have both fresh (else it is noted in why),
+// a pod not Ready counts when it has both fresh, and a pod whose IP a newer
+// pod took is neither demand nor a replica.
+func (p *Provider) countDemand(pods []*corev1.Pod, match store.ModelMatcher) replicaDemand {
+	now := p.clock.Now()
+	var r replicaDemand
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if _, ok := p.shadowed(pod); ok {
+			continue
+		}
+		ready := pod.Status.Phase == corev1.PodRunning && targets.IsReady(pod)
+		if ready {
+			r.ready++
+		} else {
+			r.starting++
+		}
+		if !targets.IsRunning(pod) {
+			continue // no address, nothing to read
+		}
+		s := p.podDemand(pod, match, now)
+		if s.Status != store.OK {
+			if ready {
+				r.why.add(pod, s)
+			}
+			continue
+		}
+		r.demand += s.Value
+		if r.oldest.IsZero() || s.Time.Before(r.oldest) {
+			r.oldest = s.Time
+		}
+	}
+	return r
+}
+
+// podDemand is one pod's queue plus running requests, with the older of the
+// two scrape times; the first missing signal makes it missing.
+func (p *Provider) podDemand(pod *corev1.Pod, match store.ModelMatcher, now time.Time) store.Sample {
+	q := p.podSample(pod, signals.QueueSize, match, now)
+	if q.Status != store.OK {
+		return q
+	}
+	b := p.podSample(pod, signals.BatchSize, match, now)
+	if b.Status != store.OK {
+		return b
+	}
+	s := q
+	s.Value += b.Value
+	if b.Time.Before(s.Time) {
+		s.Time = b.Time
+	}
+	return s
+}
+
+// demandPerReplicaValue answers DemandPerReplica for one workload object.
+// It is absent (404) when a Ready pod has no fresh value (a partial sum
+// would understate the demand) and when no pod is Ready: with every replica
+// starting, the demand waits in front of the pods, unmeasured, so the value
+// is unknown rather than 0. With want false the question creates no demand.
+func (p *Provider) demandPerReplicaValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+	pods, err := p.list.Pods.Pods(name.Namespace).List(sel)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
+	}
+	if want {
+		p.want(ctx, name.Namespace, sel, runningPods(pods))
+	}
+	r := p.countDemand(pods, match)
+	obj := name.Namespace + "/" + name.Name
+	if r.why.n > 0 {
+		return nil, notFound(info, fmt.Sprintf("%s: %d of %d ready pods have no queue and running value (the demand needs every ready pod): %s", obj, r.why.n, r.ready, r.why.String()))
+	}
+	if r.ready == 0 {
+		if r.starting == 0 {
+			return nil, notFound(info, fmt.Sprintf("%s: %s", obj, noPodsMessage(name.Namespace, sel, len(pods))))
+		}
+		return nil, notFound(info, fmt.Sprintf("%s: no pod is Ready (%d starting), so the demand is unknown: it waits in front of the pods, not on them", obj, r.starting))
+	}
+	v := r.demand / float64(r.replicas())
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil, outOfRange(info, obj, v)
+	}
+	mv, err := p.value(ctx, info, signals.QueueSize, ref(k, name), v, r.oldest, metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	mv.Metric.Name = DemandPerReplica
+	return &mv, nil
+}
+
+// demandPerReplicaKind resolves the object kind of a DemandPerReplica
+// question: deployments and statefulsets only.
+func demandPerReplicaKind(info cmprovider.CustomMetricInfo) (kind, error) {
+	k, ok := kindOf(info.GroupResource)
+	if !ok || k == kindPod {
+		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets (an HPA Object metric), not %s: it divides a workload's demand by its Ready plus starting replicas", DemandPerReplica, info.GroupResource.String()))
+	}
+	return k, nil
+}
+
+// demandPerReplicaByName answers DemandPerReplica for one named workload.
+func (p *Provider) demandPerReplicaByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	k, err := demandPerReplicaKind(info)
+	if err != nil {
+		return nil, err
+	}
+	if name.Namespace == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
+	}
+	sel, err := p.objectSelector(k, name)
+	if err != nil {
+		return nil, notFound(info, err.Error())
+	}
+	return p.demandPerReplicaValue(ctx, k, name, sel, modelMatcher(metricSelector), info, metricSelector, true)
+}
+
+// demandPerReplicaBySelector answers DemandPerReplica for every workload
+// matching selector in namespace. Without a selector the question reads only
+// what is already scraped, as objectsBySelector does.
+func (p *Provider) demandPerReplicaBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	k, err := demandPerReplicaKind(info)
+	if err != nil {
+		return nil, err
+	}
+	if namespace == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace", info.GroupResource.String()))
+	}
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	names, err := p.workloadNames(k, namespace, selector)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if len(names) == 0 {
+		return nil, notFound(info, fmt.Sprintf("no %s match %q in namespace %q", info.GroupResource.Resource, selector.String(), namespace))
+	}
+	match := modelMatcher(metricSelector)
+	var items []custom_metrics.MetricValue
+	var errs []string
+	for _, n := range names {
+		nn := types.NamespacedName{Namespace: namespace, Name: n}
+		sel, err := p.objectSelector(k, nn)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		v, err := p.demandPerReplicaValue(ctx, k, nn, sel, match, info, metricSelector, !selector.Empty())
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		items = append(items, *v)
+	}
+	if len(items) == 0 {
+		return nil, notFound(info, strings.Join(errs, "; "))
+	}
+	return &custom_metrics.MetricValueList{Items: items}, nil
+}
+
+// workloadNames lists the deployments or statefulsets matching selector,
+// sorted.
+func (p *Provider) workloadNames(k kind, namespace string, selector labels.Selector) ([]string, error) {
+	var names []string
+	switch k {
+	case kindDeployment:
+		ds, err := p.list.Deployments.Deployments(namespace).List(selector)
+		if err != nil {
+			return nil, fmt.Errorf("listing deployments from cache: %w", err)
+		}
+		for _, d := range ds {
+			names = append(names, d.Name)
+		}
+	case kindStatefulSet:
+		ss, err := p.list.StatefulSets.StatefulSets(namespace).List(selector)
+		if err != nil {
+			return nil, fmt.Errorf("listing statefulsets from cache: %w", err)
+		}
+		for _, s := range ss {
+			names = append(names, s.Name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
