@@ -1,0 +1,134 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
+)
+
+// The front-door metric (signals.FrontDoorPendingRequests) is served on a
+// Service: the requests held, not yet dispatched, by the pods that name the
+// Service in their inference-metrics-adapter/front-door-for annotation, in
+// the Service's namespace. Those pods are scraped like model servers (their
+// page's queue is what they hold: the gie-epp and front-door servers of
+// package parse, or a custom server), so staleness and refused values follow
+// the same rules. The Service object itself is not read: the annotation is
+// the link, and it never leaves the namespace, so no namespace can count its
+// pods into another's Service.
+
+var servicesGR = schema.GroupResource{Resource: "services"}
+
+func isService(gr schema.GroupResource) bool {
+	return gr.Group == "" && strings.TrimSuffix(strings.ToLower(gr.Resource), "s") == "service"
+}
+
+// frontDoorByName answers the front-door metric for one Service: the sum of
+// the held requests over the Running, Ready pods that are its front door.
+// Every such pod must have a fresh value (a partial sum would understate the
+// demand); pods not Ready are left out. No front-door pod, none Ready, or a
+// Ready one without a value is a 404, never 0.
+func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	if !isService(info.GroupResource) {
+		return nil, notFound(info, fmt.Sprintf("%s is served on services (the Service a front door's pods name in their %s annotation), not on %s", info.Metric, targets.AnnotationFrontDoor, info.GroupResource.String()))
+	}
+	if info.Metric != signals.FrontDoorPendingRequests {
+		return nil, notFound(info, fmt.Sprintf("services serve only %s (a front door's held requests), not %q", signals.FrontDoorPendingRequests, info.Metric))
+	}
+	if name.Namespace == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("services/%s: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/services/%s/%s)", name.Name, name.Name, info.Metric))
+	}
+	doors, err := p.frontDoorPods(name)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("service %s/%s", name.Namespace, name.Name)
+	if len(doors) == 0 {
+		return nil, notFound(info, fmt.Sprintf("%s: no Running pod in namespace %q has the annotation %s=%s, so nothing counts the requests held in front of it", what, name.Namespace, targets.AnnotationFrontDoor, name.Name))
+	}
+	sum, oldest, ready, why := p.sumFrontDoors(doors, modelMatcher(metricSelector), p.clock.Now())
+	switch {
+	case ready == 0:
+		return nil, notFound(info, fmt.Sprintf("%s: %d front-door pods, none Ready", what, len(doors)))
+	case why.n > 0:
+		return nil, notFound(info, fmt.Sprintf("%s: %d of %d Ready front-door pods have no value (the sum needs every Ready one): %s", what, why.n, ready, why.String()))
+	case math.IsInf(sum, 0) || math.IsNaN(sum):
+		return nil, outOfRange(info, what, sum)
+	}
+	v, err := p.value(ctx, info, signals.QueueSize, frontDoorRef(name), sum, oldest, metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	v.Metric.Name = signals.FrontDoorPendingRequests
+	return &v, nil
+}
+
+// frontDoorBySelector refuses list questions: a Service's front door is
+// found by name, and the adapter does not read Services to match labels.
+func frontDoorBySelector(namespace string, info cmprovider.CustomMetricInfo) error {
+	if !isService(info.GroupResource) {
+		return notFound(info, fmt.Sprintf("%s is served on services, not on %s", info.Metric, info.GroupResource.String()))
+	}
+	if namespace == "" {
+		namespace = "NAMESPACE"
+	}
+	return notFound(info, fmt.Sprintf("services are answered one by name: ask for /apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/services/SERVICE/%s (an HPA Object metric with describedObject kind Service does)", namespace, signals.FrontDoorPendingRequests))
+}
+
+// frontDoorPods returns the Running pods of name's namespace whose
+// front-door annotation names the Service, by name.
+func (p *Provider) frontDoorPods(name types.NamespacedName) ([]*corev1.Pod, error) {
+	pods, err := p.list.Pods.Pods(name.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
+	}
+	var out []*corev1.Pod
+	for _, pod := range pods {
+		if svc, ok := targets.FrontDoorFor(pod); ok && svc == name.Name && pod.Namespace == name.Namespace && targets.IsRunning(pod) {
+			out = append(out, pod)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// sumFrontDoors adds the held requests of the Ready pods among doors. It
+// returns the sum, the oldest scrape in it, the number of Ready pods, and
+// why the Ready pods without a fresh value have none. Pods not Ready, and
+// pods whose IP a newer pod has taken, are left out.
+func (p *Provider) sumFrontDoors(doors []*corev1.Pod, match store.ModelMatcher, now time.Time) (sum float64, oldest time.Time, ready int, why reasons) {
+	for _, pod := range doors {
+		if _, ok := p.shadowed(pod); ok || !targets.IsReady(pod) {
+			continue
+		}
+		ready++
+		s := p.values.Get(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, signals.QueueSize, match, now, p.cfg.MaxAge)
+		if s.Status != store.OK {
+			why.add(pod, s)
+			continue
+		}
+		sum += s.Value
+		if oldest.IsZero() || s.Time.Before(oldest) {
+			oldest = s.Time
+		}
+	}
+	return sum, oldest, ready, why
+}
+
+func frontDoorRef(name types.NamespacedName) custom_metrics.ObjectReference {
+	return custom_metrics.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: name.Namespace, Name: name.Name}
+}
