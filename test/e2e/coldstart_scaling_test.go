@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
@@ -47,6 +46,9 @@ const (
 	csSampleEvery  = 250 * time.Millisecond // wall
 	csPlainTarget  = "5"
 	csAwareTarget  = "9"
+
+	// metricDemandPerReplica is the cold-start-aware workload metric.
+	metricDemandPerReplica = "inference_demand_per_replica"
 )
 
 // TestColdStartOvershoot: with a 60 s model load and a step in load, an HPA
@@ -68,7 +70,7 @@ func TestColdStartOvershoot(t *testing.T) {
 		Type: autoscalingv2.ObjectMetricSourceType,
 		Object: &autoscalingv2.ObjectMetricSource{
 			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "model"},
-			Metric:          autoscalingv2.MetricIdentifier{Name: provider.DemandPerReplica},
+			Metric:          autoscalingv2.MetricIdentifier{Name: metricDemandPerReplica},
 			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: new(resource.MustParse(csAwareTarget))},
 		},
 	})
