@@ -5,7 +5,7 @@ GO ?= go
 # hundreds of warnings on every cold build of pkg/nvml.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN := bin
-BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen capacity
+BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen capacity kubectl-inference
 # Long steps print a line every 30 s while they run (see hack/with-progress.sh).
 PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
