@@ -321,6 +321,18 @@ func (in *install) deployment(t *testing.T) *appsv1.Deployment {
 // chart's ServiceAccount (a TokenRequest token), on 127.0.0.1:port.
 func (in *install) startAdapter(t *testing.T, name string) {
 	t.Helper()
+	p, err := framework.StartProcess(name, in.h.cp.LogDir, in.h.adapterBin, in.adapterArgs(t, name, in.port), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.adapter = p
+}
+
+// adapterArgs are the Deployment's current arguments for one adapter
+// process on 127.0.0.1:port, with a kubeconfig of the chart's
+// ServiceAccount (a TokenRequest token).
+func (in *install) adapterArgs(t *testing.T, name string, port int) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d := in.deployment(t)
@@ -349,8 +361,8 @@ func (in *install) startAdapter(t *testing.T, name string) {
 			args = append(args, a)
 		}
 	}
-	args = append(args,
-		"--secure-port="+strconv.Itoa(in.port),
+	return append(args,
+		"--secure-port="+strconv.Itoa(port),
 		"--bind-address=127.0.0.1",
 		"--tls-cert-file="+in.certFile,
 		"--tls-private-key-file="+in.keyFile,
@@ -360,11 +372,6 @@ func (in *install) startAdapter(t *testing.T, name string) {
 		"--scrape-interval=1s", "--scrape-timeout=800ms", "--max-age=5s", "--v=2",
 		"--shutdown-delay=0s", // the chart's delay is for Service endpoints, which this process has none of
 	)
-	p, err := framework.StartProcess(name, in.h.cp.LogDir, in.h.adapterBin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.adapter = p
 }
 
 func (in *install) stopAdapter(t *testing.T) {
@@ -531,6 +538,7 @@ func TestHelmInstall(t *testing.T) {
 		})
 	}
 	t.Run("examples", func(t *testing.T) { h.checkExamples(t) })
+	t.Run("upgrade", func(t *testing.T) { h.checkUpgrade(t) })
 }
 
 // checkExamples: the API server accepts every manifests/examples HPA (a

@@ -22,7 +22,17 @@ const binEnv = "IMA_E2E_BIN"
 // env is the environment TestMain set up; nil when binEnv is unset.
 var env *framework.Environment
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == postRenderArg {
+		// helm runs this binary as a post-renderer (see checkUpgrade).
+		if err := postRenderServiceToLoopback(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(runMain(m))
+}
 
 func runMain(m *testing.M) int {
 	bin := os.Getenv(binEnv)

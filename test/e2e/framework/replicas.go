@@ -165,6 +165,37 @@ func (r *AdapterReplicas) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// LoopbackProxy is AdapterReplicas' Service stand-in on its own, for a test
+// that starts and replaces the replicas itself (as a rolling update does):
+// a TCP proxy on 127.0.0.1 over fixed backend addresses, where a backend
+// with nothing listening is skipped.
+type LoopbackProxy struct{ p *tcpProxy }
+
+// StartLoopbackProxy listens on a free port of 127.0.0.1 and forwards each
+// connection to the next of backends ("127.0.0.1:port") that accepts it.
+func StartLoopbackProxy(backends []string) (*LoopbackProxy, error) {
+	p, err := startTCPProxy(backends)
+	if err != nil {
+		return nil, err
+	}
+	return &LoopbackProxy{p: p}, nil
+}
+
+// Port is the proxy's port on 127.0.0.1.
+func (l *LoopbackProxy) Port() int { return l.p.port }
+
+// Connections is the number of open proxied connections per backend.
+func (l *LoopbackProxy) Connections() []int64 {
+	out := make([]int64, len(l.p.backends))
+	for i := range out {
+		out[i] = l.p.open[i].Load()
+	}
+	return out
+}
+
+// Close stops accepting and closes every proxied connection.
+func (l *LoopbackProxy) Close() error { return l.p.close() }
+
 // tcpProxy forwards each accepted connection to the next backend that
 // accepts a connection, round robin, like kube-proxy over the ready
 // endpoints of a Service (a killed replica refuses connections at once on
