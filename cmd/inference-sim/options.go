@@ -22,10 +22,12 @@ type options struct {
 	listen          string
 	shutdownTimeout time.Duration
 	sim             sim.Config
+	frontDoor       sim.FrontDoorConfig // front-door mode when Backend is set
 }
 
 func newOptions() *options {
-	return &options{listen: "127.0.0.1:8000", shutdownTimeout: 10 * time.Second, sim: sim.DefaultConfig()}
+	return &options{listen: "127.0.0.1:8000", shutdownTimeout: 10 * time.Second, sim: sim.DefaultConfig(),
+		frontDoor: sim.FrontDoorConfig{Pool: "pool", MaxHold: 5 * time.Minute, ProbeEvery: 100 * time.Millisecond}}
 }
 
 func (o *options) flags() *pflag.FlagSet {
@@ -48,6 +50,9 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&c.LoadTime, "load-time", c.LoadTime, "Simulated time the server spends loading the model after it starts: until then /health, /metrics and the API answer 503.")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "Run simulated time this many times faster than the wall clock; metrics stay in simulated seconds.")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "Seed of the generated text.")
+	fs.StringVar(&o.frontDoor.Backend, "front-door-backend", o.frontDoor.Backend, "Run as a front door (a router) instead of a model server: hold every request while this backend's /health does not answer 200 (e.g. a Service with no Ready pod), forward them once it does, and publish the held requests on /metrics as the Gateway API Inference Extension's endpoint picker does (inference_extension_flow_control_queue_size). Base URL, e.g. http://my-model:8000. Empty: a model server.")
+	fs.StringVar(&o.frontDoor.Pool, "front-door-pool", o.frontDoor.Pool, "Front door: the inference_pool label of its gauge.")
+	fs.DurationVar(&o.frontDoor.MaxHold, "front-door-max-hold", o.frontDoor.MaxHold, "Front door: how long one request is held at most before it is answered 503.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "On SIGTERM or SIGINT, how long to let in-flight requests finish.")
 	return fs
 }
@@ -62,6 +67,11 @@ func (o *options) validate() error {
 	}
 	if err := o.sim.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.frontDoor.Backend != "" {
+		if err := o.frontDoor.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -99,6 +109,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if o.frontDoor.Backend != "" {
+		return runFrontDoor(ctx, o)
+	}
 	srv, err := sim.NewServer(o.sim, sim.NewScaledClock(o.sim.TimeScale))
 	if err != nil {
 		return err
@@ -110,4 +123,20 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	klog.InfoS("Serving", "address", ln.Addr().String(), "models", o.sim.ModelNames(), "metricsFormat", o.sim.MetricsFormat,
 		"timeScale", o.sim.TimeScale, "profile", o.profile, "loadTime", o.sim.LoadTime, "capacityAt512x128", o.sim.Capacity(512, 128))
 	return srv.Serve(ctx, ln, o.shutdownTimeout)
+}
+
+// runFrontDoor serves o as a front door (--front-door-backend) until ctx is done.
+func runFrontDoor(ctx context.Context, o *options) error {
+	cfg := o.frontDoor
+	cfg.Model = o.sim.Model
+	fd, err := sim.NewFrontDoor(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	klog.InfoS("Serving as a front door", "address", ln.Addr().String(), "backend", cfg.Backend, "model", cfg.Model, "pool", cfg.Pool, "maxHold", cfg.MaxHold)
+	return fd.Serve(ctx, ln, o.shutdownTimeout)
 }

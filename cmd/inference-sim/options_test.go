@@ -29,6 +29,10 @@ func TestValidate(t *testing.T) {
 		{"empty model in the list", []string{"--model", "a,,b"}, "each comma-separated name must be non-empty"},
 		{"space around a model", []string{"--model", "a, b"}, "without surrounding spaces"},
 		{"model twice", []string{"--model", "a,b,a"}, `names "a" twice`},
+		{"front door", []string{"--front-door-backend", "http://127.0.0.1:9000"}, ""},
+		{"front door without a URL", []string{"--front-door-backend", "my-model:8000"}, "want an http(s) URL"},
+		{"front door never holding", []string{"--front-door-backend", "http://127.0.0.1:9000", "--front-door-max-hold", "0s"}, "max hold must be positive"},
+		{"hold ignored without a front door", []string{"--front-door-max-hold", "0s"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
