@@ -129,6 +129,9 @@ func TestGPUContrast(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+
+	// The same through the kubectl plugin, per pod and per Deployment.
+	checkPlugin(t, e, ns, gpuScenarioLabel+"=gpu-contrast", map[string]int{queueDep.Name: gpuStartReplicas, gpuDep.Name: gpuMaxReplicas}, queueDep.Name)
 }
 
 // startGPUAgent runs the node agent as the chart's DaemonSet does: a pod in
@@ -208,6 +211,7 @@ func gpuSimDeployment(name string) *appsv1.Deployment {
 	d := simDeployment(name, gpuStartReplicas, fmt.Sprintf("--max-num-seqs=%d", gpuMaxNumSeqs))
 	tmpl := &d.Spec.Template
 	tmpl.Labels[gpuScenarioLabel] = "gpu-contrast"
+	d.Labels = map[string]string{gpuScenarioLabel: "gpu-contrast"} // for kubectl inference top -l
 	tmpl.Annotations = map[string]string{"inference-metrics-adapter/max-batch-size": fmt.Sprint(gpuMaxNumSeqs)}
 	tmpl.Spec.Containers[0].Resources.Limits = corev1.ResourceList{framework.GPUResource: resource.MustParse("1")}
 	tmpl.Spec.NodeName = framework.NodeName // the agent speaks only for pods on its node
