@@ -58,6 +58,13 @@ type ControlPlane struct {
 	adminHTTP *http.Client
 }
 
+// FeatureGates are the feature gates kube-apiserver and
+// kube-controller-manager run with. HPAScaleToZero lets an HPA with an
+// Object or External metric have minReplicas 0 (alpha and off by default
+// before Kubernetes 1.37, beta and on by default from 1.37: set here so the
+// scale-to-zero test says what it needs).
+const FeatureGates = "HPAScaleToZero=true"
+
 // StartControlPlane starts etcd, kube-apiserver and kube-controller-manager
 // from binDir and waits until they are ready. On error it stops what it
 // started. dir must exist; logs go to dir/logs. kcmArgs follow the
@@ -131,6 +138,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...strin
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file=" + cp.FrontProxyClient.CertFile,
 		"--proxy-client-key-file=" + cp.FrontProxyClient.KeyFile,
+		"--feature-gates=" + FeatureGates,
 		"--profiling=false",
 		"--v=1",
 	}, nil)
@@ -179,6 +187,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...strin
 		"--root-ca-file=" + f.caFile,
 		"--horizontal-pod-autoscaler-sync-period=1s",
 		"--leader-elect=false",
+		"--feature-gates=" + FeatureGates,
 		"--profiling=false",
 		"--v=1",
 	}, kcmArgs...), nil)
