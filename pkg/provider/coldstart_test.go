@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +203,29 @@ func TestDiscoveryListsDemandPerReplica(t *testing.T) {
 			t.Errorf("discovery lists %s%s: %v, want %v", tc.resource, DemandPerReplica, got, tc.listed)
 		}
 	}
+}
+
+// TestDemandPerReplicaDocumented fails when docs/metrics.md's section on
+// workload-only metrics has no row for DemandPerReplica with its unit.
+func TestDemandPerReplicaDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Served on workloads only: demand per replica\n")
+	if !ok {
+		t.Fatal(`docs/metrics.md has no "## Served on workloads only: demand per replica" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.Trim(strings.TrimSpace(cells[1]), "`") != DemandPerReplica {
+			continue
+		}
+		if unit := strings.TrimSpace(cells[2]); unit != "requests per replica" {
+			t.Errorf("docs/metrics.md gives %s the unit %q, want %q", DemandPerReplica, unit, "requests per replica")
+		}
+		return
+	}
+	t.Errorf("docs/metrics.md has no row for %s", DemandPerReplica)
 }

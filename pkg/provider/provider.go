@@ -3,7 +3,9 @@
 // values from the store. It serves every signal of package signals for pods,
 // deployments and statefulsets, honours metric selectors on model_name, and
 // answers 404 with the reason when there is no value: it never answers 0
-// for what was not measured.
+// for what was not measured. Deployments and statefulsets also serve
+// inference_demand_per_replica, their demand over their Ready plus starting
+// replicas (coldstart.go).
 //
 // A question with a label selector in a namespace (what the HPA asks), or
 // about one object by name, becomes bounded demand (package targets). A
