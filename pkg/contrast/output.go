@@ -119,7 +119,13 @@ func opt(v *float64, f func(float64) string) string {
 	return f(*v)
 }
 
-func secs(v float64) string { return num(v) + "s" }
+// secs prints a latency: milliseconds below a second, else seconds.
+func secs(v float64) string {
+	if v < 1 {
+		return fmt.Sprintf("%.0fms", v*1000)
+	}
+	return num(v) + "s"
+}
 
 // shareCell prints a share range: "≥90%", "<50%" or "90-99%".
 func shareCell(r *Range) string {

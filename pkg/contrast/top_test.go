@@ -241,7 +241,7 @@ func TestWriteTop(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	want := [][]string{
 		{"DEPLOYMENT", "PODS", "GPUS", "GPU", "BUSY", "SM", "ACTIVE", "TOKENS/S", "REQ/S", "TTFT", "P90", "E2E", "P90", "TOKENS/GPU-S", "SLO", "MET", "COST/1K", "SLO", "REQ"},
-		{"llm", "1", "2", "50%", "25%", "100", "2", "0.5s", "-", "50", "90%-99%", "0.5612-0.6173"},
+		{"llm", "1", "2", "50%", "25%", "100", "2", "500ms", "-", "50", "90%-99%", "0.5612-0.6173"},
 		{"new", "1", "1", "-", "-", "-", "-", "-", "-", "-", "-", "-"},
 	}
 	if len(lines) != len(want) {
