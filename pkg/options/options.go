@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -58,6 +59,13 @@ type Options struct {
 	// AnswerCacheTTL is how long an encoded answer serves identical
 	// questions; 0 disables the answer cache.
 	AnswerCacheTTL time.Duration
+
+	// KEDAScalerAddress serves KEDA's external scaler API there; empty is
+	// off. KEDAScalerClientCAFile requires client certificates it signed;
+	// KEDAScalerPlaintext serves without TLS.
+	KEDAScalerAddress      string
+	KEDAScalerClientCAFile string
+	KEDAScalerPlaintext    bool
 
 	// FirstScrapeConcurrency is the size of the on-demand scrape pool.
 	FirstScrapeConcurrency int
@@ -210,6 +218,9 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
 	fs.DurationVar(&o.AnswerCacheTTL, "answer-cache-ttl", o.AnswerCacheTTL, "How long an answer is kept and given to callers asking the same question (after each caller's authorization), so that many callers share one computation; never past --max-age of its oldest value. Unset, it is 1s or a quarter of --scrape-interval, whichever is shorter; 0 disables the cache.")
+	fs.StringVar(&o.KEDAScalerAddress, "keda-scaler-address", o.KEDAScalerAddress, "Serve KEDA's external scaler gRPC API (externalscaler.proto) on this host:port, e.g. :9443, for ScaledObjects with an external trigger (docs/keda.md). It uses the API server's serving certificate (--tls-cert-file, or the self-signed one). Empty means off.")
+	fs.StringVar(&o.KEDAScalerClientCAFile, "keda-scaler-client-ca-file", o.KEDAScalerClientCAFile, "With --keda-scaler-address: require client certificates signed by this CA bundle (KEDA's tlsClientCert and tlsClientKey), so that only KEDA can ask. Empty means any client that reaches the port.")
+	fs.BoolVar(&o.KEDAScalerPlaintext, "keda-scaler-plaintext", o.KEDAScalerPlaintext, "With --keda-scaler-address: serve without TLS (KEDA's trigger without enableTLS). Anyone who reaches the port can read any namespace's values: restrict it with a NetworkPolicy.")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
 }
 
@@ -258,6 +269,7 @@ func (o *Options) Validate() error {
 	if o.FirstScrapeTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--first-scrape-timeout must not be negative, got %s", o.FirstScrapeTimeout))
 	}
+	errs = append(errs, o.validateKEDAScaler()...)
 	for _, ns := range o.Namespaces {
 		if strings.TrimSpace(ns) == "" {
 			errs = append(errs, fmt.Errorf("--namespaces has an empty entry"))
@@ -361,10 +373,38 @@ func (o *Options) Config() (*server.Config, error) {
 		EnableExternal:     o.EnableExternal,
 		ShutdownDelay:      o.ShutdownDelay,
 		AnswerCacheTTL:     o.AnswerCacheTTL,
+		KEDAScaler: server.KEDAScalerConfig{
+			Address:      o.KEDAScalerAddress,
+			ClientCAFile: o.KEDAScalerClientCAFile,
+			Plaintext:    o.KEDAScalerPlaintext,
+		},
 
 		MaxSelectorsPerNamespace: o.MaxSelectorsPerNamespace,
 		MaxSelectors:             o.MaxSelectors,
 	}, nil
+}
+
+// validateKEDAScaler checks the --keda-scaler-* flags.
+func (o *Options) validateKEDAScaler() []error {
+	if o.KEDAScalerAddress == "" {
+		if o.KEDAScalerClientCAFile != "" || o.KEDAScalerPlaintext {
+			return []error{fmt.Errorf("--keda-scaler-client-ca-file and --keda-scaler-plaintext need --keda-scaler-address")}
+		}
+		return nil
+	}
+	var errs []error
+	if _, port, err := net.SplitHostPort(o.KEDAScalerAddress); err != nil || port == "" {
+		errs = append(errs, fmt.Errorf("--keda-scaler-address %q must be host:port, e.g. :9443", o.KEDAScalerAddress))
+	}
+	if o.KEDAScalerPlaintext && o.KEDAScalerClientCAFile != "" {
+		errs = append(errs, fmt.Errorf("--keda-scaler-client-ca-file needs TLS: it cannot go with --keda-scaler-plaintext"))
+	}
+	if o.KEDAScalerClientCAFile != "" {
+		if _, err := os.Stat(o.KEDAScalerClientCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("--keda-scaler-client-ca-file: %w", err))
+		}
+	}
+	return errs
 }
 
 // serviceAccountNamespaceFile holds the pod's namespace in every pod that

@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/kedascaler"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
@@ -54,6 +56,20 @@ type Config struct {
 	// ShutdownDelay is how long the API server keeps serving after SIGTERM
 	// with /readyz failing, before it closes its port.
 	ShutdownDelay time.Duration
+	// KEDAScaler, when its Address is set, serves KEDA's external scaler
+	// API on a port of its own (package kedascaler).
+	KEDAScaler KEDAScalerConfig
+}
+
+// KEDAScalerConfig says where and how the KEDA external scaler is served.
+type KEDAScalerConfig struct {
+	// Address is host:port; empty means off.
+	Address string
+	// ClientCAFile, when set, makes client certificates signed by it required.
+	ClientCAFile string
+	// Plaintext serves without TLS; otherwise the API server's serving
+	// certificate is used.
+	Plaintext bool
 }
 
 // countingSetter remembers how many targets the scraper was last given,
@@ -169,6 +185,10 @@ func Run(ctx context.Context, cfg *Config) error {
 	if err := srv.GenericAPIServer.AddLivezChecks(0, live); err != nil {
 		return fmt.Errorf("adding livez check: %w", err)
 	}
+	keda, err := kedaScaler(cfg, apiConfig.GenericConfig.SecureServing, p, reg)
+	if err != nil {
+		return err
+	}
 
 	// The pipeline outlives ctx by the shutdown delay, so that the API
 	// server answers from fresh values until its port closes.
@@ -188,6 +208,16 @@ func Run(ctx context.Context, cfg *Config) error {
 		klog.InfoS("Informer caches synced; tracking targets")
 		tracker.Run(pctx)
 	}()
+	kedaDone := make(chan struct{})
+	go func() {
+		defer close(kedaDone)
+		if keda == nil {
+			return
+		}
+		if err := keda.Serve(pctx); err != nil {
+			klog.ErrorS(err, "KEDA external scaler stopped")
+		}
+	}()
 	klog.InfoS("Serving custom.metrics.k8s.io", "namespaces", cfg.Namespaces, "scrapeInterval", cfg.Scrape.Interval, "maxAge", cfg.MaxAge)
 	err = srv.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 	cancel()
@@ -197,7 +227,30 @@ func Run(ctx context.Context, cfg *Config) error {
 	<-done
 	<-done
 	<-done
+	<-kedaDone
 	return err
+}
+
+// kedaScaler opens the KEDA external scaler's port when cfg asks for it,
+// with the API server's serving certificate unless plaintext is asked for;
+// nil when it is off.
+func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, p *provider.Provider, reg prometheus.Registerer) (*kedascaler.Server, error) {
+	kc := cfg.KEDAScaler
+	if kc.Address == "" {
+		return nil, nil
+	}
+	var tlsConfig *tls.Config
+	if !kc.Plaintext {
+		if serving == nil || serving.Cert == nil {
+			return nil, fmt.Errorf("the KEDA scaler serves with the API server's certificate, and there is none")
+		}
+		var err error
+		if tlsConfig, err = kedascaler.ServerTLS(serving.Cert, kc.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("KEDA scaler TLS: %w", err)
+		}
+	}
+	scaler := kedascaler.New(kedascaler.Config{StreamInterval: cfg.Scrape.Interval}, p, p.External())
+	return kedascaler.Listen(kc.Address, tlsConfig, scaler, reg)
 }
 
 // kubeRegisterer registers client_golang collectors into the API server's

@@ -1,0 +1,212 @@
+package kedascaler
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+)
+
+// The trigger metadata keys the scaler reads (docs/keda.md).
+const (
+	KeyMetricName            = "metricName"
+	KeyTargetValue           = "targetValue"
+	KeyActivationTargetValue = "activationTargetValue"
+	KeyPodSelector           = "podSelector"
+	KeyDeployment            = "deployment"
+	KeyStatefulSet           = "statefulSet"
+	KeyModelName             = "modelName"
+)
+
+// kedaKeys are KEDA's own keys of an external trigger, which KEDA passes in
+// the metadata too: they are allowed and ignored.
+var kedaKeys = []string{"scalerAddress", "enableTLS", "unsafeSsl"}
+
+var ownKeys = []string{KeyMetricName, KeyTargetValue, KeyActivationTargetValue, KeyPodSelector, KeyDeployment, KeyStatefulSet, KeyModelName}
+
+// Bounds on what one call may ask, so that its work stays small.
+const (
+	maxKeys         = 32
+	maxValueLen     = 1024
+	maxRequirements = 16
+)
+
+// workloadKind is what a trigger measures.
+type workloadKind uint8
+
+const (
+	kindPods workloadKind = iota // the pods a label selector picks
+	kindDeployment
+	kindStatefulSet
+)
+
+// query is a validated trigger: what to read, in which namespace, and the
+// thresholds.
+type query struct {
+	namespace  string
+	sig        signals.Signal
+	target     float64
+	activation float64
+	kind       workloadKind
+	name       string          // the Deployment or StatefulSet
+	pods       labels.Selector // kindPods: the pod selector
+	model      string          // empty: every model
+}
+
+// parseQuery validates a ScaledObjectRef's namespace and metadata. Its
+// errors are meant for the ScaledObject's author: they name the key.
+func parseQuery(namespace string, md map[string]string) (query, error) {
+	q := query{namespace: namespace}
+	if namespace == "" {
+		return q, fmt.Errorf("the ScaledObjectRef has no namespace: the scaler answers only within the ScaledObject's namespace")
+	}
+	if len(md) > maxKeys {
+		return q, fmt.Errorf("the trigger metadata has %d keys, more than %d", len(md), maxKeys)
+	}
+	vals, err := resolveKeys(md)
+	if err != nil {
+		return q, err
+	}
+
+	metric := vals[KeyMetricName]
+	sig, ok := signals.ByName(metric)
+	if !ok {
+		if metric == "" {
+			return q, fmt.Errorf("%s is required: one of %s", KeyMetricName, servedNames())
+		}
+		return q, fmt.Errorf("%s %q is not a served metric: one of %s", KeyMetricName, metric, servedNames())
+	}
+	q.sig = sig
+
+	if q.target, err = parseNumber(KeyTargetValue, vals[KeyTargetValue], true); err != nil {
+		return q, err
+	}
+	if v, ok := vals[KeyActivationTargetValue]; ok {
+		if q.activation, err = parseNumber(KeyActivationTargetValue, v, false); err != nil {
+			return q, err
+		}
+	}
+
+	var set []string
+	for _, k := range []string{KeyPodSelector, KeyDeployment, KeyStatefulSet} {
+		if _, ok := vals[k]; ok {
+			set = append(set, k)
+		}
+	}
+	if len(set) != 1 {
+		return q, fmt.Errorf("set exactly one of %s, %s and %s (got %d: %s)", KeyPodSelector, KeyDeployment, KeyStatefulSet, len(set), strings.Join(set, ", "))
+	}
+	switch set[0] {
+	case KeyPodSelector:
+		q.kind = kindPods
+		if q.pods, err = parsePodSelector(vals[KeyPodSelector]); err != nil {
+			return q, err
+		}
+	case KeyDeployment, KeyStatefulSet:
+		q.kind = kindDeployment
+		if set[0] == KeyStatefulSet {
+			q.kind = kindStatefulSet
+		}
+		q.name = vals[set[0]]
+		if errs := validation.IsDNS1123Subdomain(q.name); len(errs) > 0 {
+			return q, fmt.Errorf("%s %q is not a valid name: %s", set[0], q.name, strings.Join(errs, "; "))
+		}
+	}
+
+	if m, ok := vals[KeyModelName]; ok {
+		if errs := validation.IsValidLabelValue(m); m == "" || len(errs) > 0 {
+			return q, fmt.Errorf("%s %q must be usable as a label value, as in an HPA's metric selector (serve the model under such a name, e.g. with vLLM's --served-model-name): %s", KeyModelName, m, strings.Join(errs, "; "))
+		}
+		q.model = m
+	}
+	return q, nil
+}
+
+// resolveKeys maps KEDA's "<key>FromEnv" (whose value KEDA has already
+// resolved from the workload's environment) onto <key>, drops KEDA's own
+// keys, and refuses unknown keys and oversized values.
+func resolveKeys(md map[string]string) (map[string]string, error) {
+	vals := make(map[string]string, len(md))
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // deterministic errors
+	for _, k := range keys {
+		v := md[k]
+		if slices.Contains(kedaKeys, k) {
+			continue
+		}
+		key := strings.TrimSuffix(k, "FromEnv")
+		if !slices.Contains(ownKeys, key) {
+			return nil, fmt.Errorf("unknown metadata key %q: the keys are %s (and KEDA's %s)", k, strings.Join(ownKeys, ", "), strings.Join(kedaKeys, ", "))
+		}
+		if len(v) > maxValueLen {
+			return nil, fmt.Errorf("%s is %d bytes long, more than %d", k, len(v), maxValueLen)
+		}
+		if _, dup := vals[key]; dup {
+			return nil, fmt.Errorf("%s is set both directly and through %sFromEnv", key, key)
+		}
+		vals[key] = strings.TrimSpace(v)
+	}
+	return vals, nil
+}
+
+// parseNumber reads a finite number; positive when required (a target),
+// otherwise not negative (an activation threshold).
+func parseNumber(key, s string, target bool) (float64, error) {
+	if s == "" {
+		if target {
+			return 0, fmt.Errorf("%s is required: a positive number, e.g. \"5\"", key)
+		}
+		return 0, fmt.Errorf("%s is empty: set a number or leave the key out", key)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%s %q is not a finite number", key, s)
+	}
+	if target && v <= 0 {
+		return 0, fmt.Errorf("%s must be positive, got %s", key, s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("%s must not be negative, got %s", key, s)
+	}
+	return v, nil
+}
+
+// parsePodSelector parses a label selector that must pick pods: not empty,
+// at most maxRequirements requirements, and no model keys (modelName picks
+// models).
+func parsePodSelector(s string) (labels.Selector, error) {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", KeyPodSelector, s, err)
+	}
+	reqs, _ := sel.Requirements()
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s must pick pods (e.g. app=llm): an empty selector would sum a whole namespace", KeyPodSelector)
+	}
+	if len(reqs) > maxRequirements {
+		return nil, fmt.Errorf("%s has %d requirements, more than %d", KeyPodSelector, len(reqs), maxRequirements)
+	}
+	for _, r := range reqs {
+		if r.Key() == "model_name" || r.Key() == "model" {
+			return nil, fmt.Errorf("%s picks pods; pick a model with %s instead of %q", KeyPodSelector, KeyModelName, r.Key())
+		}
+	}
+	return sel, nil
+}
+
+func servedNames() string {
+	var names []string
+	for _, s := range signals.All() {
+		names = append(names, s.Name())
+	}
+	return strings.Join(names, ", ")
+}
