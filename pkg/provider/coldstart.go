@@ -128,6 +128,8 @@ func (p *Provider) demandPerReplicaValue(ctx context.Context, k kind, name types
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return nil, outOfRange(info, obj, v)
 	}
+	// Built as a gauge (QueueSize: windowSeconds is the scrape interval),
+	// then named.
 	mv, err := p.value(ctx, info, signals.QueueSize, ref(k, name), v, r.oldest, metricSelector)
 	if err != nil {
 		return nil, err
