@@ -71,10 +71,11 @@ const FeatureGates = "HPAScaleToZero=true"
 // harness's kube-controller-manager flags, so they override them (e.g.
 // --horizontal-pod-autoscaler-sync-period for a time-compressed run).
 func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...string) (cp *ControlPlane, err error) {
-	cp = &ControlPlane{Dir: dir, LogDir: filepath.Join(dir, "logs")}
+	started := &ControlPlane{Dir: dir, LogDir: filepath.Join(dir, "logs")}
+	cp = started
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop() // cp is nil on error returns
 		}
 	}()
 	pki := filepath.Join(dir, "pki")
