@@ -99,7 +99,6 @@ func TestScaleFromAndToZero(t *testing.T) {
 		w.stop()
 		t.Fatalf("the idle Deployment never went to 0 replicas: %v (HPA: %s)", err, zeroHPAState(e, ns, name))
 	}
-	idleAt := time.Now()
 	t.Logf("idle: scaled 1 → 0 by the HPA (ScaledToZero=True)")
 
 	// Requests arrive at the front door while nothing serves them.
@@ -162,9 +161,6 @@ func TestScaleFromAndToZero(t *testing.T) {
 		t.Errorf("no held request got a first token")
 	case firstTok.Before(tl.podReady):
 		t.Errorf("a first token at %s came before any model pod was Ready at %s", firstTok, tl.podReady)
-	}
-	if tl.scaledUp.Before(idleAt) {
-		t.Errorf("the Deployment scaled up before any request arrived")
 	}
 	if answered != len(report.Results) {
 		t.Errorf("%d of %d requests held at the front door were not answered", len(report.Results)-answered, len(report.Results))
