@@ -5,7 +5,9 @@
 // answers 404 with the reason when there is no value: it never answers 0
 // for what was not measured. Deployments and statefulsets also serve
 // inference_demand_per_replica, their demand over their Ready plus starting
-// replicas (coldstart.go).
+// replicas (coldstart.go). Services serve inference_front_door_pending_requests,
+// the requests held by the Ready pods of their namespace annotated as their
+// front door (frontdoor.go).
 //
 // A question with a label selector in a namespace (what the HPA asks), or
 // about one object by name, becomes bounded demand (package targets). A
