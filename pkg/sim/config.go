@@ -2,7 +2,10 @@
 // models continuous batching (a running batch bounded by max-num-seqs and a
 // KV-cache block budget, a FIFO waiting queue, preemption by recompute) on a
 // virtual clock, speaks enough of the OpenAI HTTP API for real clients, and
-// serves /metrics in the shape of vLLM V1 (or V0, TGI, SGLang).
+// serves /metrics in the shape of vLLM V1 (or V0, TGI, SGLang). FrontDoor
+// (frontdoor.go) plays a router in front of such servers instead: it holds
+// requests while its backend has no healthy endpoint and publishes them as
+// the Gateway API Inference Extension's endpoint picker does.
 //
 // The model, its formulas and what it leaves out are documented in
 // docs/inference-sim.md.
