@@ -1,7 +1,8 @@
 // Command inference-sim is a vLLM-compatible model server simulator: it
 // speaks the OpenAI completions API, queues and batches like vLLM's
-// scheduler on a virtual clock, and serves vLLM's /metrics. See
-// docs/inference-sim.md.
+// scheduler on a virtual clock, and serves vLLM's /metrics. With
+// --front-door-backend it is a router instead, holding requests while its
+// backend has no healthy endpoint. See docs/inference-sim.md.
 package main
 
 import (
