@@ -11,7 +11,7 @@ PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
-.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images help
+.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images images-local help
 
 all: build
 
@@ -85,6 +85,9 @@ manifests: ## Render manifests/ from the Helm chart
 
 images: ## Build the container images (needs docker or podman; run it in your CI)
 	./hack/build-images.sh
+
+images-local: ## Build the images from this repository alone with podman (no base image pulled), as TestImages does
+	./hack/build-local-images.sh
 
 clean:
 	rm -rf $(BIN) e2e.log shootout-out
