@@ -20,13 +20,6 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
-// DemandPerReplica is the name of the cold-start-aware workload metric: the
-// workload's demand (requests waiting plus running, summed over its pods)
-// divided by its Ready plus starting replicas. It is served for deployments
-// and statefulsets only, for an HPA Object metric with a Value target
-// (docs/metrics.md, "Cold starts").
-const DemandPerReplica = "inference_demand_per_replica"
-
 // replicaDemand is a workload's demand and replicas at one moment.
 type replicaDemand struct {
 	demand   float64   // queue + running over the pods with a fresh value
@@ -100,7 +93,7 @@ func (p *Provider) podDemand(pod *corev1.Pod, match store.ModelMatcher, now time
 	return s
 }
 
-// demandPerReplicaValue answers DemandPerReplica for one workload object.
+// demandPerReplicaValue answers signals.DemandPerReplica for one workload object.
 // It is absent (404) when a Ready pod has no fresh value (a partial sum
 // would understate the demand) and when no pod is Ready: with every replica
 // starting, the demand waits in front of the pods, unmeasured, so the value
@@ -134,21 +127,21 @@ func (p *Provider) demandPerReplicaValue(ctx context.Context, k kind, name types
 	if err != nil {
 		return nil, err
 	}
-	mv.Metric.Name = DemandPerReplica
+	mv.Metric.Name = signals.DemandPerReplica
 	return &mv, nil
 }
 
-// demandPerReplicaKind resolves the object kind of a DemandPerReplica
+// demandPerReplicaKind resolves the object kind of a signals.DemandPerReplica
 // question: deployments and statefulsets only.
 func demandPerReplicaKind(info cmprovider.CustomMetricInfo) (kind, error) {
 	k, ok := kindOf(info.GroupResource)
 	if !ok || k == kindPod {
-		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets (an HPA Object metric), not %s: it divides a workload's demand by its Ready plus starting replicas", DemandPerReplica, info.GroupResource.String()))
+		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets (an HPA Object metric), not %s: it divides a workload's demand by its Ready plus starting replicas", signals.DemandPerReplica, info.GroupResource.String()))
 	}
 	return k, nil
 }
 
-// demandPerReplicaByName answers DemandPerReplica for one named workload.
+// demandPerReplicaByName answers signals.DemandPerReplica for one named workload.
 func (p *Provider) demandPerReplicaByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
 	k, err := demandPerReplicaKind(info)
 	if err != nil {
@@ -164,7 +157,7 @@ func (p *Provider) demandPerReplicaByName(ctx context.Context, name types.Namesp
 	return p.demandPerReplicaValue(ctx, k, name, sel, modelMatcher(metricSelector), info, metricSelector, true)
 }
 
-// demandPerReplicaBySelector answers DemandPerReplica for every workload
+// demandPerReplicaBySelector answers signals.DemandPerReplica for every workload
 // matching selector in namespace. Without a selector the question reads only
 // what is already scraped, as objectsBySelector does.
 func (p *Provider) demandPerReplicaBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {

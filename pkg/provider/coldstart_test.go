@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -117,7 +116,7 @@ func TestDemandPerReplica(t *testing.T) {
 		[]string{"ready", "cold", "term", "over", "stale", "nobusy", "allcold", "unscraped", "empty", "multi", "shadow", "frac"}, []string{"sts"})
 	dem.shadowed = map[types.NamespacedName]types.NamespacedName{{Namespace: "ns", Name: "shadow-old"}: {Namespace: "ns", Name: "shadow-new"}}
 
-	deploy := func(name string) string { return inNS + "deployments.apps/" + name + "/" + DemandPerReplica }
+	deploy := func(name string) string { return inNS + "deployments.apps/" + name + "/" + signals.DemandPerReplica }
 	cases := []struct {
 		name    string
 		path    string
@@ -137,13 +136,13 @@ func TestDemandPerReplica(t *testing.T) {
 		{"the metric selector picks models", deploy("multi") + "?metricLabelSelector=" + url.QueryEscape("model_name=llama"), 200, "map[ns/multi:8]", ""},
 		{"every model without a selector", deploy("multi"), 200, "map[ns/multi:208]", ""},
 		{"a pod whose IP a newer pod took is neither demand nor replica", deploy("shadow"), 200, "map[ns/shadow:8]", ""},
-		{"statefulsets: (5+4) / 2", inNS + "statefulsets.apps/sts/" + DemandPerReplica, 200, "map[ns/sts:4500m]", ""},
+		{"statefulsets: (5+4) / 2", inNS + "statefulsets.apps/sts/" + signals.DemandPerReplica, 200, "map[ns/sts:4500m]", ""},
 		{"fractions keep milli precision: 10 / 3", deploy("frac"), 200, "map[ns/frac:3333m]", ""},
-		{"by selector: every matching workload with a value", inNS + "deployments.apps/*/" + DemandPerReplica + "?labelSelector=" + url.QueryEscape("tier=gpu"), 200,
+		{"by selector: every matching workload with a value", inNS + "deployments.apps/*/" + signals.DemandPerReplica + "?labelSelector=" + url.QueryEscape("tier=gpu"), 200,
 			"map[ns/cold:4 ns/frac:3333m ns/multi:208 ns/over:8 ns/ready:5 ns/shadow:8 ns/term:6]", ""},
-		{"not served for pods", inNS + "pods/ready-a/" + DemandPerReplica, 404, "", "served for deployments and statefulsets"},
-		{"not served for pods by selector", inNS + "pods/*/" + DemandPerReplica + "?labelSelector=app%3Dready", 404, "", "served for deployments and statefulsets"},
-		{"not across all namespaces", v1beta2 + "deployments.apps/*/" + DemandPerReplica, 400, "", "ask within a namespace"},
+		{"not served for pods", inNS + "pods/ready-a/" + signals.DemandPerReplica, 404, "", "served for deployments and statefulsets"},
+		{"not served for pods by selector", inNS + "pods/*/" + signals.DemandPerReplica + "?labelSelector=app%3Dready", 404, "", "served for deployments and statefulsets"},
+		{"not across all namespaces", v1beta2 + "deployments.apps/*/" + signals.DemandPerReplica, 400, "", "ask within a namespace"},
 		{"an unknown workload", deploy("nothing"), 404, "", "nothing"},
 	}
 	for _, tc := range cases {
@@ -161,7 +160,7 @@ func TestDemandPerReplica(t *testing.T) {
 			if got := fmt.Sprint(itemValues(t, body)); got != tc.want {
 				t.Fatalf("values %s, want %s\n%s", got, tc.want, body)
 			}
-			if !strings.Contains(body, `"name":"`+DemandPerReplica+`"`) {
+			if !strings.Contains(body, `"name":"`+signals.DemandPerReplica+`"`) {
 				t.Errorf("the value does not carry the metric's name: %s", body)
 			}
 		})
@@ -178,7 +177,7 @@ func TestDemandPerReplicaTimestamp(t *testing.T) {
 	st.Record(types.NamespacedName{Namespace: "ns", Name: "b"}, newer, page(model("m", 1, 1, 0)), nil)
 	app := map[string]string{"app": "llm"}
 	srv, _ := demandServer(t, now, st, []*corev1.Pod{pod("a", app, true, true, nil), pod("b", app, true, true, nil)}, []string{"llm"}, nil)
-	code, body := get(t, srv, inNS+"deployments.apps/llm/"+DemandPerReplica)
+	code, body := get(t, srv, inNS+"deployments.apps/llm/"+signals.DemandPerReplica)
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
@@ -199,33 +198,8 @@ func TestDiscoveryListsDemandPerReplica(t *testing.T) {
 		resource string
 		listed   bool
 	}{{"deployments.apps/", true}, {"statefulsets.apps/", true}, {"pods/", false}} {
-		if got := strings.Contains(body, `"`+tc.resource+DemandPerReplica+`"`); got != tc.listed {
-			t.Errorf("discovery lists %s%s: %v, want %v", tc.resource, DemandPerReplica, got, tc.listed)
+		if got := strings.Contains(body, `"`+tc.resource+signals.DemandPerReplica+`"`); got != tc.listed {
+			t.Errorf("discovery lists %s%s: %v, want %v", tc.resource, signals.DemandPerReplica, got, tc.listed)
 		}
 	}
-}
-
-// TestDemandPerReplicaDocumented fails when docs/metrics.md's section on
-// workload-only metrics has no row for DemandPerReplica with its unit.
-func TestDemandPerReplicaDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/metrics.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "\n## Served on workloads only: demand per replica\n")
-	if !ok {
-		t.Fatal(`docs/metrics.md has no "## Served on workloads only: demand per replica" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	for _, line := range strings.Split(section, "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) < 4 || strings.Trim(strings.TrimSpace(cells[1]), "`") != DemandPerReplica {
-			continue
-		}
-		if unit := strings.TrimSpace(cells[2]); unit != "requests per replica" {
-			t.Errorf("docs/metrics.md gives %s the unit %q, want %q", DemandPerReplica, unit, "requests per replica")
-		}
-		return
-	}
-	t.Errorf("docs/metrics.md has no row for %s", DemandPerReplica)
 }

@@ -154,7 +154,7 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 	}
 	out = append(out, cmprovider.CustomMetricInfo{GroupResource: servicesGR, Namespaced: true, Metric: signals.FrontDoorPendingRequests})
 	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
-		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: DemandPerReplica})
+		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: signals.DemandPerReplica})
 	}
 	return out
 }
@@ -164,7 +164,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if isService(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
 		return p.frontDoorByName(ctx, name, info, metricSelector) // frontdoor.go
 	}
-	if info.Metric == DemandPerReplica {
+	if info.Metric == signals.DemandPerReplica {
 		return p.demandPerReplicaByName(ctx, name, info, metricSelector) // coldstart.go
 	}
 	sig, k, err := resolve(info)
@@ -216,7 +216,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if isService(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
 		return nil, frontDoorBySelector(namespace, info) // frontdoor.go
 	}
-	if info.Metric == DemandPerReplica {
+	if info.Metric == signals.DemandPerReplica {
 		return p.demandPerReplicaBySelector(ctx, namespace, selector, info, metricSelector) // coldstart.go
 	}
 	sig, k, err := resolve(info)
@@ -578,7 +578,7 @@ func servedNames() string {
 	for _, s := range signals.All() {
 		names = append(names, s.Name())
 	}
-	names = append(names, DemandPerReplica+" (deployments and statefulsets)")
+	names = append(names, signals.DemandPerReplica+" (deployments and statefulsets)")
 	return strings.Join(names, ", ")
 }
 
