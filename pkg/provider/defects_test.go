@@ -129,7 +129,10 @@ func TestDefect5_PodByNameScrapedOnce(t *testing.T) {
 	st := store.New()
 	prober := &storeProber{st: st, at: now}
 	tr := targets.New(targets.Config{DemandTTL: time.Hour, FirstScrapeTimeout: time.Second, Resync: time.Second},
-		corelisters.NewPodLister(idx), nopSetter{}, prober, st, st, clk)
+		corelisters.NewPodLister(idx), struct {
+			targets.Setter
+			targets.Prober
+		}{nopSetter{}, prober}, st, clk)
 	prov := New(Config{MaxAge: 15 * time.Second, Window: 5 * time.Second},
 		Listers{Pods: corelisters.NewPodLister(idx), Deployments: appslisters.NewDeploymentLister(empty), StatefulSets: appslisters.NewStatefulSetLister(empty)},
 		st, tr, clk)

@@ -306,6 +306,13 @@ func (m *Manager) unclaim(pod types.NamespacedName, done chan struct{}) {
 	close(done)
 }
 
+// Targets is the number of targets of the latest SetTargets.
+func (m *Manager) Targets() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.targets)
+}
+
 // LastScrape returns the start time of the most recent scrape attempt, or
 // the zero time if there has been none.
 func (m *Manager) LastScrape() time.Time {

@@ -876,3 +876,34 @@ func TestCustomServers(t *testing.T) {
 	waitFor(t, "a scrape by the loop", func() bool { return len(sink.get(pod("looped"))) > 0 })
 	check("looped", my, "m", signals.QueueSize, 7)
 }
+
+// TestTargetsCountsTheLatestSet: Targets, which the adapter's liveness check
+// reads, counts the distinct pods of the latest SetTargets, before and
+// without Run.
+func TestTargetsCountsTheLatestSet(t *testing.T) {
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+	for _, tc := range []struct {
+		name string
+		sets [][]Target
+		want int
+	}{
+		{"none yet", nil, 0},
+		{"two pods", [][]Target{{{Pod: a, URL: "http://127.0.0.1:1/metrics"}, {Pod: b, URL: "http://127.0.0.1:2/metrics"}}}, 2},
+		{"a pod twice counts once", [][]Target{{{Pod: a, URL: "http://127.0.0.1:1/metrics"}, {Pod: a, URL: "http://127.0.0.1:3/metrics"}}}, 1},
+		{"the latest set wins", [][]Target{{{Pod: a, URL: "http://127.0.0.1:1/metrics"}, {Pod: b, URL: "http://127.0.0.1:2/metrics"}}, {}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewManager(testConfig(), &lockedSink{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ts := range tc.sets {
+				m.SetTargets(ts)
+			}
+			if got := m.Targets(); got != tc.want {
+				t.Errorf("Targets() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,18 +71,6 @@ type KEDAScalerConfig struct {
 	Plaintext bool
 }
 
-// countingSetter remembers how many targets the scraper was last given,
-// for the liveness check.
-type countingSetter struct {
-	next targets.Setter
-	n    atomic.Int64
-}
-
-func (c *countingSetter) SetTargets(ts []scrape.Target) {
-	c.n.Store(int64(len(ts)))
-	c.next.SetTargets(ts)
-}
-
 // Run builds the adapter from cfg and serves until ctx is done.
 func Run(ctx context.Context, cfg *Config) error {
 	clk := clock.RealClock{}
@@ -110,7 +97,6 @@ func Run(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("setting up the scraper: %w", err)
 	}
-	setter := &countingSetter{next: scraper}
 	trackerCfg := targets.Config{
 		DemandTTL:                cfg.DemandTTL,
 		FirstScrapeTimeout:       cfg.FirstScrapeTimeout,
@@ -124,7 +110,7 @@ func Run(ctx context.Context, cfg *Config) error {
 	// Agents' pages reach the store only through the gate: an agent speaks
 	// for the pods of its own node, and only while it is a trusted agent.
 	scraper.SetAgentSink(targets.NewAgentGate(trackerCfg.AgentTrust(), w.pods, st, reg))
-	tracker := targets.New(trackerCfg, w.pods, setter, scraper, st, st, clk)
+	tracker := targets.New(trackerCfg, w.pods, scraper, st, clk)
 	for _, inf := range w.podInformers {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(interface{}) { tracker.Poke() },
@@ -169,7 +155,7 @@ func Run(ctx context.Context, cfg *Config) error {
 		return nil
 	})
 	live := healthz.NamedCheck("scrape-loop", func(*http.Request) error {
-		if setter.n.Load() == 0 {
+		if scraper.Targets() == 0 {
 			return nil
 		}
 		last := scraper.LastScrape()

@@ -58,7 +58,7 @@ func TestDefect1_ForgedAgentIsNotATarget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			setter := &recSetter{}
 			tr := New(Config{DemandTTL: time.Minute, Resync: time.Second, AgentSelector: agentSel, AgentNamespace: tc.agentNS},
-				corelisters.NewPodLister(podIndex(t, tc.pod)), setter, &recProber{}, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+				corelisters.NewPodLister(podIndex(t, tc.pod)), testScraper{setter, &recProber{}}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 			tr.Reconcile()
 			gotAgent := len(setter.last) == 1 && setter.last[0].Kind == scrape.GPUAgent
 			if gotAgent != tc.wantAgent || (!tc.wantAgent && len(setter.last) != 0) {
@@ -113,7 +113,7 @@ func TestDefect1_AgentReportsOnlyItsNode(t *testing.T) {
 func TestDefect4_DemandBounded(t *testing.T) {
 	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
 	tr := New(Config{DemandTTL: time.Hour, Resync: time.Second, MaxSelectorsPerNamespace: 3, MaxSelectors: 5},
-		corelisters.NewPodLister(podIndex(t)), &recSetter{}, &recProber{}, knownSet{}, &retained{}, clk)
+		corelisters.NewPodLister(podIndex(t)), testScraper{&recSetter{}, &recProber{}}, testStore{knownSet{}, &retained{}}, clk)
 	ask := func(ns, sel string) {
 		clk.SetTime(clk.Now().Add(time.Second))
 		tr.Want(context.Background(), ns, labels.SelectorFromSet(labels.Set{"app": sel}), nil)
@@ -158,7 +158,7 @@ func TestDefect4_EvictedSelectorIsNoLongerDemand(t *testing.T) {
 	a, b := testPod("a", nil, port), testPod("b", nil, port)
 	setter := &recSetter{}
 	tr := New(Config{DemandTTL: time.Hour, Resync: time.Second, MaxSelectorsPerNamespace: 1},
-		corelisters.NewPodLister(podIndex(t, a, b)), setter, &recProber{}, knownSet{"a": true, "b": true}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+		corelisters.NewPodLister(podIndex(t, a, b)), testScraper{setter, &recProber{}}, testStore{knownSet{"a": true, "b": true}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	tr.Want(context.Background(), "ns", labels.SelectorFromSet(labels.Set{"app": "a"}), nil)
 	tr.Reconcile()
 	if got := names(setter.last); got != "[a]" {
@@ -179,7 +179,7 @@ func TestDefect5_UnnarrowedQuestionCreatesNoDemand(t *testing.T) {
 	llm := testPod("llm", nil, port)
 	setter, prober := &recSetter{}, &recProber{}
 	tr := New(Config{DemandTTL: time.Hour, FirstScrapeTimeout: time.Second, Resync: time.Second},
-		corelisters.NewPodLister(podIndex(t, db, llm)), setter, prober, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+		corelisters.NewPodLister(podIndex(t, db, llm)), testScraper{setter, prober}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	tr.Want(context.Background(), "ns", labels.Everything(), []*corev1.Pod{db, llm})
 	tr.Want(context.Background(), "", labels.SelectorFromSet(labels.Set{"app": "llm"}), []*corev1.Pod{llm})
 	tr.Reconcile()
@@ -199,7 +199,7 @@ func TestDefect5_PodAskedByNameStaysScraped(t *testing.T) {
 	setter, prober := &recSetter{}, &recProber{}
 	known := knownSet{}
 	tr := New(Config{DemandTTL: time.Hour, FirstScrapeTimeout: time.Second, Resync: time.Second},
-		corelisters.NewPodLister(podIndex(t, bare, sibling)), setter, prober, known, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+		corelisters.NewPodLister(podIndex(t, bare, sibling)), testScraper{setter, prober}, testStore{known, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	for range 3 {
 		tr.WantPod(context.Background(), bare)
 		known["bare"] = true // the scrape recorded an outcome
@@ -232,7 +232,7 @@ func TestDefect8_SameIPOnlyNewestScraped(t *testing.T) {
 	}
 	setter, prober := &recSetter{}, &recProber{}
 	tr := New(Config{DemandTTL: time.Hour, FirstScrapeTimeout: time.Second, Resync: time.Second},
-		corelisters.NewPodLister(idx), setter, prober, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+		corelisters.NewPodLister(idx), testScraper{setter, prober}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 
 	tr.Want(context.Background(), "ns", labels.SelectorFromSet(labels.Set{"app": "old"}), []*corev1.Pod{old})
 	if len(prober.scraped) != 0 {
@@ -276,7 +276,7 @@ func BenchmarkReconcile(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			tr := New(Config{DemandTTL: time.Hour, Resync: time.Second}, corelisters.NewPodLister(idx), nopSetter{}, &recProber{}, knownSet{}, nopForget{},
+			tr := New(Config{DemandTTL: time.Hour, Resync: time.Second}, corelisters.NewPodLister(idx), testScraper{nopSetter{}, &recProber{}}, testStore{knownSet{}, nopForget{}},
 				testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 			for i := range selectors {
 				// Selectors that match nothing: every one must be tried on a re-match.

@@ -20,8 +20,7 @@ func TestTrackerScrapesFrontDoors(t *testing.T) {
 	pending.Status = corev1.PodStatus{Phase: corev1.PodPending}
 	idx := podIndex(t, router, blank, pending)
 	setter := &recSetter{}
-	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second}, corelisters.NewPodLister(idx), setter,
-		&recProber{}, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second}, corelisters.NewPodLister(idx), testScraper{setter, &recProber{}}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	tr.Reconcile()
 	if got := names(setter.last); got != "[a]" {
 		t.Fatalf("targets %s, want only the Running front door a", got)

@@ -20,8 +20,7 @@ func TestReplacedPodIsForgotten(t *testing.T) {
 	a.UID = "uid-1"
 	idx := podIndex(t, a)
 	setter, ret := &recSetter{}, &retained{}
-	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second}, corelisters.NewPodLister(idx), setter,
-		&recProber{}, knownSet{}, ret, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second}, corelisters.NewPodLister(idx), testScraper{setter, &recProber{}}, testStore{knownSet{}, ret}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 
 	for i, step := range []struct {
 		uid  types.UID

@@ -59,6 +59,21 @@ type Forgetter interface {
 	Retain(keep func(types.NamespacedName) bool)
 }
 
+// Scraper is what the tracker needs of the scraper: the full target set to
+// scrape in the background, and a scrape of some pods now (scrape.Manager).
+type Scraper interface {
+	Setter
+	Prober
+}
+
+// Store is what the tracker needs of the store: whether a pod has a
+// recorded outcome, and dropping the pods that are no longer targets
+// (store.Store).
+type Store interface {
+	Known
+	Forgetter
+}
+
 // Config holds the tracker's settings.
 type Config struct {
 	// DemandTTL is how long a selector stays wanted after it was last asked about.
@@ -104,14 +119,12 @@ type classified struct {
 
 // Tracker computes the target set from the pod cache and demand.
 type Tracker struct {
-	cfg    Config
-	trust  AgentTrust
-	pods   corelisters.PodLister
-	setter Setter
-	prober Prober
-	known  Known
-	forget Forgetter
-	clock  clock.PassiveClock
+	cfg     Config
+	trust   AgentTrust
+	pods    corelisters.PodLister
+	scraper Scraper
+	store   Store
+	clock   clock.PassiveClock
 
 	mu       sync.Mutex
 	demand   *demandSet
@@ -123,9 +136,9 @@ type Tracker struct {
 }
 
 // New returns a Tracker. Call Run to start reconciling.
-func New(cfg Config, pods corelisters.PodLister, setter Setter, prober Prober, known Known, forget Forgetter, clk clock.PassiveClock) *Tracker {
+func New(cfg Config, pods corelisters.PodLister, scraper Scraper, store Store, clk clock.PassiveClock) *Tracker {
 	return &Tracker{
-		cfg: cfg, trust: cfg.AgentTrust(), pods: pods, setter: setter, prober: prober, known: known, forget: forget, clock: clk,
+		cfg: cfg, trust: cfg.AgentTrust(), pods: pods, scraper: scraper, store: store, clock: clk,
 		demand: newDemandSet(cfg.MaxSelectorsPerNamespace, cfg.MaxSelectors),
 		poke:   make(chan struct{}, 1),
 	}
@@ -207,7 +220,7 @@ func (t *Tracker) Shadowed(pod types.NamespacedName) (types.NamespacedName, bool
 func (t *Tracker) firstScrape(ctx context.Context, pods []*corev1.Pod, changed bool) {
 	var fresh []*corev1.Pod
 	for _, p := range pods {
-		if IsRunning(p) && !t.known.Scraped(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) {
+		if IsRunning(p) && !t.store.Scraped(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}) {
 			fresh = append(fresh, p)
 		}
 	}
@@ -237,7 +250,7 @@ func (t *Tracker) firstScrape(ctx context.Context, pods []*corev1.Pod, changed b
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.FirstScrapeTimeout)
 	defer cancel()
-	t.prober.ScrapeNow(ctx, ts)
+	t.scraper.ScrapeNow(ctx, ts)
 }
 
 // Reconcile computes the target set from the pod cache and hands it to the
@@ -298,10 +311,10 @@ func (t *Tracker) Reconcile() {
 		}
 		return ts[i].Pod.Name < ts[j].Pod.Name
 	})
-	t.setter.SetTargets(ts)
+	t.scraper.SetTargets(ts)
 	// A replaced pod's values and counters are forgotten: the new pod's
 	// rates start over rather than count from the old pod's counters.
-	t.forget.Retain(func(pod types.NamespacedName) bool {
+	t.store.Retain(func(pod types.NamespacedName) bool {
 		_, ok := keep[pod]
 		return ok && !replaced[pod]
 	})

@@ -145,7 +145,7 @@ func TestTrackerDemandAndOptIn(t *testing.T) {
 	idx := podIndex(t, a, b, optin, pending)
 	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
 	setter, prober, ret := &recSetter{}, &recProber{}, &retained{}
-	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), setter, prober, knownSet{"b": true}, ret, clk)
+	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), testScraper{setter, prober}, testStore{knownSet{"b": true}, ret}, clk)
 
 	tr.Reconcile()
 	if got := names(setter.last); got != "[optin]" {
@@ -195,8 +195,7 @@ func TestTrackerCustomServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	setter := &recSetter{}
-	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second, Servers: custom}, corelisters.NewPodLister(idx), setter,
-		&recProber{}, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second, Servers: custom}, corelisters.NewPodLister(idx), testScraper{setter, &recProber{}}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	tr.Reconcile()
 	if len(setter.last) != 1 || setter.last[0].Server != want {
 		t.Fatalf("targets %+v, want p forced to my-server (%d)", setter.last, want)
@@ -210,7 +209,7 @@ func TestWantNothingRegistersNoDemand(t *testing.T) {
 	other := testPod("other", nil, port)
 	idx := podIndex(t, bare, other)
 	setter, prober := &recSetter{}, &recProber{}
-	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), setter, prober, knownSet{}, &retained{}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	tr := New(Config{DemandTTL: time.Minute, FirstScrapeTimeout: time.Second, Resync: time.Second}, corelisters.NewPodLister(idx), testScraper{setter, prober}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	tr.Want(context.Background(), "ns", labels.Nothing(), []*corev1.Pod{bare})
 	if fmt.Sprint(prober.scraped) != "[bare]" {
 		t.Fatalf("scraped %v, want the asked-about pod once", prober.scraped)
@@ -219,4 +218,16 @@ func TestWantNothingRegistersNoDemand(t *testing.T) {
 	if got := names(setter.last); got != "[]" {
 		t.Fatalf("targets %s: a selector of nothing must not make the namespace wanted", got)
 	}
+}
+
+// testScraper and testStore make the tracker's role interfaces of separate
+// fakes.
+type testScraper struct {
+	Setter
+	Prober
+}
+
+type testStore struct {
+	Known
+	Forgetter
 }
