@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,20 +74,42 @@ type KEDAScalerConfig struct {
 
 // Run builds the adapter from cfg and serves until ctx is done.
 func Run(ctx context.Context, cfg *Config) error {
-	clk := clock.RealClock{}
+	a, err := build(cfg, clock.RealClock{})
+	if err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
+
+// adapter is every piece of a built adapter: what run starts and stops.
+type adapter struct {
+	cfg     *Config
+	watched *watched
+	scraper *scrape.Manager
+	tracker *targets.Tracker
+	reach   *apiReachability
+	api     *genericapiserver.GenericAPIServer
+	keda    *kedascaler.Server // nil when off
+}
+
+// build makes the adapter's pieces from cfg and wires them together,
+// starting nothing: the informers, the store and the scraper, the target
+// tracker, the provider, the API server with the answer cache and the
+// health checks, and the KEDA scaler's port when asked for.
+func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 	restConfig, err := cfg.Adapter.ClientConfig()
 	if err != nil {
-		return fmt.Errorf("building client configuration: %w", err)
+		return nil, fmt.Errorf("building client configuration: %w", err)
 	}
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
-		return fmt.Errorf("building Kubernetes client: %w", err)
+		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
 	w, err := newWatched(func(ns string) informers.SharedInformerFactory {
 		return informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	}, cfg.Namespaces)
 	if err != nil {
-		return fmt.Errorf("setting up informers: %w", err)
+		return nil, fmt.Errorf("setting up informers: %w", err)
 	}
 
 	reg := kubeRegisterer{}
@@ -95,7 +118,7 @@ func Run(ctx context.Context, cfg *Config) error {
 	reg.MustRegister(store.NewCollector(st, cfg.MaxAge, clk.Now))
 	scraper, err := scrape.NewManager(cfg.Scrape, st, reg)
 	if err != nil {
-		return fmt.Errorf("setting up the scraper: %w", err)
+		return nil, fmt.Errorf("setting up the scraper: %w", err)
 	}
 	trackerCfg := targets.Config{
 		DemandTTL:                cfg.DemandTTL,
@@ -117,7 +140,7 @@ func Run(ctx context.Context, cfg *Config) error {
 			UpdateFunc: func(interface{}, interface{}) { tracker.Poke() },
 			DeleteFunc: func(interface{}) { tracker.Poke() },
 		}); err != nil {
-			return fmt.Errorf("watching pods: %w", err)
+			return nil, fmt.Errorf("watching pods: %w", err)
 		}
 	}
 
@@ -131,7 +154,7 @@ func Run(ctx context.Context, cfg *Config) error {
 
 	apiConfig, err := cfg.Adapter.Config()
 	if err != nil {
-		return fmt.Errorf("building the API server configuration: %w", err)
+		return nil, fmt.Errorf("building the API server configuration: %w", err)
 	}
 	// Through the delay after SIGTERM /readyz fails while requests are still
 	// served, so that kube-apiserver stops sending before the port closes.
@@ -144,77 +167,92 @@ func Run(ctx context.Context, cfg *Config) error {
 	}
 	srv, err := cfg.Adapter.Server()
 	if err != nil {
-		return fmt.Errorf("building the API server: %w", err)
+		return nil, fmt.Errorf("building the API server: %w", err)
 	}
-	ready := healthz.NamedCheck("informers-synced", func(*http.Request) error {
-		for _, s := range w.synced {
+	reach := newAPIReachability(versionProbe(client.Discovery().RESTClient()), clk)
+	if err := srv.GenericAPIServer.AddReadyzChecks(informersSynced(w.synced), healthz.NamedCheck("kube-apiserver-reachable", reach.Check)); err != nil {
+		return nil, fmt.Errorf("adding readyz check: %w", err)
+	}
+	if err := srv.GenericAPIServer.AddLivezChecks(0, scrapeLoopAlive(scraper, cfg.Scrape.Interval, clk)); err != nil {
+		return nil, fmt.Errorf("adding livez check: %w", err)
+	}
+	keda, err := kedaScaler(cfg, apiConfig.GenericConfig.SecureServing, p, reg)
+	if err != nil {
+		return nil, err
+	}
+	return &adapter{cfg: cfg, watched: w, scraper: scraper, tracker: tracker, reach: reach, api: srv.GenericAPIServer, keda: keda}, nil
+}
+
+// run starts the pipeline (informers, scraper, reachability probe, and the
+// tracker once the caches have synced), serves the API until ctx is done,
+// and stops the pipeline only after the API server has closed its port.
+func (a *adapter) run(ctx context.Context) error {
+	// The pipeline outlives ctx by the shutdown delay, so that the API
+	// server answers from fresh values until its port closes.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	for _, f := range a.watched.factories {
+		f.Start(pctx.Done())
+	}
+	var pipeline sync.WaitGroup
+	pipeline.Go(func() { _ = a.scraper.Run(pctx) })
+	pipeline.Go(func() { a.reach.Run(pctx) })
+	pipeline.Go(func() {
+		if !cache.WaitForCacheSync(pctx.Done(), a.watched.synced...) {
+			return
+		}
+		klog.InfoS("Informer caches synced; tracking targets")
+		a.tracker.Run(pctx)
+	})
+	if a.keda != nil {
+		pipeline.Go(func() {
+			if err := a.keda.Serve(pctx); err != nil {
+				klog.ErrorS(err, "KEDA external scaler stopped")
+			}
+		})
+	}
+	klog.InfoS("Serving custom.metrics.k8s.io", "namespaces", a.cfg.Namespaces, "scrapeInterval", a.cfg.Scrape.Interval, "maxAge", a.cfg.MaxAge)
+	err := a.api.PrepareRun().RunWithContext(ctx)
+	cancel()
+	for _, f := range a.watched.factories {
+		f.Shutdown()
+	}
+	pipeline.Wait()
+	return err
+}
+
+// informersSynced is the readyz check that every informer cache has synced:
+// until then the adapter knows no pods and would answer nothing.
+func informersSynced(synced []cache.InformerSynced) healthz.HealthChecker {
+	return healthz.NamedCheck("informers-synced", func(*http.Request) error {
+		for _, s := range synced {
 			if !s() {
 				return fmt.Errorf("informer caches not synced yet")
 			}
 		}
 		return nil
 	})
-	live := healthz.NamedCheck("scrape-loop", func(*http.Request) error {
-		if scraper.Targets() == 0 {
+}
+
+// scrapeActivity is what the liveness check reads of the scraper.
+type scrapeActivity interface {
+	Targets() int
+	LastScrape() time.Time
+}
+
+// scrapeLoopAlive is the livez check that the scrape loop runs: with
+// targets, a scrape must have started within three intervals.
+func scrapeLoopAlive(s scrapeActivity, interval time.Duration, clk clock.PassiveClock) healthz.HealthChecker {
+	return healthz.NamedCheck("scrape-loop", func(*http.Request) error {
+		if s.Targets() == 0 {
 			return nil
 		}
-		last := scraper.LastScrape()
-		if limit := 3 * cfg.Scrape.Interval; clk.Since(last) > limit {
+		last := s.LastScrape()
+		if limit := 3 * interval; clk.Since(last) > limit {
 			return fmt.Errorf("no scrape started in %s (last at %s) although there are targets", limit, last.Format(time.RFC3339))
 		}
 		return nil
 	})
-	reach := newAPIReachability(versionProbe(client.Discovery().RESTClient()), clk)
-	if err := srv.GenericAPIServer.AddReadyzChecks(ready, healthz.NamedCheck("kube-apiserver-reachable", reach.Check)); err != nil {
-		return fmt.Errorf("adding readyz check: %w", err)
-	}
-	if err := srv.GenericAPIServer.AddLivezChecks(0, live); err != nil {
-		return fmt.Errorf("adding livez check: %w", err)
-	}
-	keda, err := kedaScaler(cfg, apiConfig.GenericConfig.SecureServing, p, reg)
-	if err != nil {
-		return err
-	}
-
-	// The pipeline outlives ctx by the shutdown delay, so that the API
-	// server answers from fresh values until its port closes.
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	for _, f := range w.factories {
-		f.Start(pctx.Done())
-	}
-	done := make(chan struct{}, 3)
-	go func() { defer func() { done <- struct{}{} }(); _ = scraper.Run(pctx) }()
-	go func() { defer func() { done <- struct{}{} }(); reach.Run(pctx) }()
-	go func() {
-		defer func() { done <- struct{}{} }()
-		if !cache.WaitForCacheSync(pctx.Done(), w.synced...) {
-			return
-		}
-		klog.InfoS("Informer caches synced; tracking targets")
-		tracker.Run(pctx)
-	}()
-	kedaDone := make(chan struct{})
-	go func() {
-		defer close(kedaDone)
-		if keda == nil {
-			return
-		}
-		if err := keda.Serve(pctx); err != nil {
-			klog.ErrorS(err, "KEDA external scaler stopped")
-		}
-	}()
-	klog.InfoS("Serving custom.metrics.k8s.io", "namespaces", cfg.Namespaces, "scrapeInterval", cfg.Scrape.Interval, "maxAge", cfg.MaxAge)
-	err = srv.GenericAPIServer.PrepareRun().RunWithContext(ctx)
-	cancel()
-	for _, f := range w.factories {
-		f.Shutdown()
-	}
-	<-done
-	<-done
-	<-done
-	<-kedaDone
-	return err
 }
 
 // kedaScaler opens the KEDA external scaler's port when cfg asks for it,

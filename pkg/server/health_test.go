@@ -1,0 +1,72 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	testclock "k8s.io/utils/clock/testing"
+)
+
+type fakeActivity struct {
+	targets int
+	last    time.Time
+}
+
+func (f fakeActivity) Targets() int          { return f.targets }
+func (f fakeActivity) LastScrape() time.Time { return f.last }
+
+func TestScrapeLoopAlive(t *testing.T) {
+	now := time.Unix(10_000, 0)
+	clk := testclock.NewFakePassiveClock(now)
+	for _, tc := range []struct {
+		name    string
+		act     fakeActivity
+		wantErr string
+	}{
+		{"no targets, never scraped", fakeActivity{}, ""},
+		{"targets, scraped within three intervals", fakeActivity{targets: 5, last: now.Add(-2500 * time.Millisecond)}, ""},
+		{"targets, last scrape just at the limit", fakeActivity{targets: 5, last: now.Add(-3 * time.Second)}, ""},
+		{"targets, nothing for over three intervals", fakeActivity{targets: 5, last: now.Add(-3001 * time.Millisecond)}, "no scrape started in 3s"},
+		{"targets, never scraped", fakeActivity{targets: 1}, "although there are targets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := scrapeLoopAlive(tc.act, time.Second, clk)
+			if check.Name() != "scrape-loop" {
+				t.Errorf("name %q, want scrape-loop", check.Name())
+			}
+			err := check.Check(nil)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected failure: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestInformersSynced(t *testing.T) {
+	yes := func() bool { return true }
+	no := func() bool { return false }
+	for _, tc := range []struct {
+		name   string
+		synced []cache.InformerSynced
+		ok     bool
+	}{
+		{"no informers", nil, true},
+		{"all synced", []cache.InformerSynced{yes, yes}, true},
+		{"one not yet", []cache.InformerSynced{yes, no}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := informersSynced(tc.synced)
+			if check.Name() != "informers-synced" {
+				t.Errorf("name %q, want informers-synced", check.Name())
+			}
+			if err := check.Check(nil); (err == nil) != tc.ok {
+				t.Errorf("Check() = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
