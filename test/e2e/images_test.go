@@ -123,6 +123,7 @@ func TestImages(t *testing.T) {
 	if err != nil {
 		t.Skip("podman is not installed (Debian: apt-get install podman runc; .ci/run installs it): the images are neither built nor run")
 	}
+	t.Parallel()
 	images := buildImages(t, podman)
 
 	t.Run("no shell, not root", func(t *testing.T) {
