@@ -99,7 +99,7 @@ func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.
 		return nil, err
 	}
 	return &pb.GetMetricSpecResponse{MetricSpecs: []*pb.MetricSpec{{
-		MetricName:      q.sig.Name(),
+		MetricName:      q.metric,
 		TargetSize:      int64(math.Ceil(q.target)),
 		TargetSizeFloat: q.target,
 	}}}, nil
@@ -112,15 +112,15 @@ func (s *Scaler) GetMetrics(ctx context.Context, req *pb.GetMetricsRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	if name := req.GetMetricName(); name != "" && name != q.sig.Name() {
-		return nil, status.Errorf(codes.InvalidArgument, "metricName %q was asked, but this trigger's metadata names %q", name, q.sig.Name())
+	if name := req.GetMetricName(); name != "" && name != q.metric {
+		return nil, status.Errorf(codes.InvalidArgument, "metricName %q was asked, but this trigger's metadata names %q", name, q.metric)
 	}
 	v, err := s.read(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	return &pb.GetMetricsResponse{MetricValues: []*pb.MetricValue{{
-		MetricName:       q.sig.Name(),
+		MetricName:       q.metric,
 		MetricValue:      int64(math.Round(v)),
 		MetricValueFloat: v,
 	}}}, nil
@@ -183,6 +183,7 @@ func parseRef(ref *pb.ScaledObjectRef) (query, error) {
 var (
 	deploymentsGR  = schema.GroupResource{Group: "apps", Resource: "deployments"}
 	statefulsetsGR = schema.GroupResource{Group: "apps", Resource: "statefulsets"}
+	servicesGR     = schema.GroupResource{Resource: "services"}
 )
 
 // read returns q's value from the provider, within the call timeout. The
@@ -197,12 +198,9 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 	}
 	var v float64
 	switch q.kind {
-	case kindDeployment, kindStatefulSet:
-		gr := deploymentsGR
-		if q.kind == kindStatefulSet {
-			gr = statefulsetsGR
-		}
-		info := cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: q.sig.Name()}
+	case kindDeployment, kindStatefulSet, kindService:
+		gr := map[workloadKind]schema.GroupResource{kindDeployment: deploymentsGR, kindStatefulSet: statefulsetsGR, kindService: servicesGR}[q.kind]
+		info := cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: q.metric}
 		mv, err := s.objects.GetMetricByName(ctx, types.NamespacedName{Namespace: q.namespace, Name: q.name}, info, model)
 		if err != nil {
 			return 0, toStatus(ctx, err)
@@ -217,7 +215,7 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 			}
 			sel = sel.Add(*r)
 		}
-		list, err := s.selected.GetExternalMetric(ctx, q.namespace, sel, cmprovider.ExternalMetricInfo{Metric: q.sig.Name()})
+		list, err := s.selected.GetExternalMetric(ctx, q.namespace, sel, cmprovider.ExternalMetricInfo{Metric: q.metric})
 		if err != nil {
 			return 0, toStatus(ctx, err)
 		}
@@ -227,9 +225,9 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 		v = list.Items[0].Value.AsApproximateFloat64()
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, status.Errorf(codes.OutOfRange, "%s in %s: the value is not a finite number", q.sig.Name(), q.namespace)
+		return 0, status.Errorf(codes.OutOfRange, "%s in %s: the value is not a finite number", q.metric, q.namespace)
 	}
-	klog.V(4).InfoS("KEDA scaler read", "namespace", q.namespace, "metric", q.sig.Name(), "workload", q.name, "podSelector", q.pods, "value", v)
+	klog.V(4).InfoS("KEDA scaler read", "namespace", q.namespace, "metric", q.metric, "workload", q.name, "podSelector", q.pods, "value", v)
 	return v, nil
 }
 

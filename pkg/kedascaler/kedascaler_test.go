@@ -58,11 +58,12 @@ type env struct {
 }
 
 type fakePod struct {
-	ns, name string
-	labels   map[string]string
-	page     string // "" : the page answers 500
-	scraped  bool   // false: never scraped
-	stale    bool   // scraped a minute before now
+	ns, name    string
+	labels      map[string]string
+	annotations map[string]string
+	page        string // "" : the page answers 500
+	scraped     bool   // false: never scraped
+	stale       bool   // scraped a minute before now
 }
 
 // newScaler returns a scaler over pods and deps, whose pages have been
@@ -97,7 +98,9 @@ func newScaler(t *testing.T, pods []fakePod, deps []*appsv1.Deployment) *kedasca
 	pi := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	di := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range pods {
-		if err := pi.Add(runningPod(p.ns, p.name, p.labels)); err != nil {
+		pod := runningPod(p.ns, p.name, p.labels)
+		pod.Annotations = p.annotations
+		if err := pi.Add(pod); err != nil {
 			t.Fatal(err)
 		}
 		key := types.NamespacedName{Namespace: p.ns, Name: p.name}
@@ -176,10 +179,20 @@ func deployment(ns, name string, lbls map[string]string) *appsv1.Deployment {
 	}
 }
 
+// frontDoorPage is a Gateway API Inference Extension endpoint picker's page
+// holding held requests in its flow-control queue.
+func frontDoorPage(held int) string {
+	return fmt.Sprintf(`# HELP inference_extension_flow_control_queue_size Current number of requests being actively managed by the EPP flow control layer.
+# TYPE inference_extension_flow_control_queue_size gauge
+inference_extension_flow_control_queue_size{fairness_id="default",inference_pool="pool",model_name="m",priority="0",target_model_name="m"} %d
+`, held)
+}
+
 // fleet: team-a runs Deployment llm (pods a1, a2: queues 3 and 4), an idle
 // Deployment quiet, a Deployment cold whose pod was never scraped, one
-// whose scrape failed (broken) and one scraped a minute ago (old); team-b
-// runs its own llm (pod b1: queue 9).
+// whose scrape failed (broken) and one scraped a minute ago (old), and a
+// front door (fd1, holding 6 requests) for Service asleep, whose model
+// Deployment is at zero replicas; team-b runs its own llm (pod b1: queue 9).
 func fleet(t *testing.T) *env { return serve(t, fleetScaler(t)) }
 
 func fleetScaler(t *testing.T) *kedascaler.Scaler {
@@ -192,6 +205,7 @@ func fleetScaler(t *testing.T) *kedascaler.Scaler {
 		{ns: "team-a", name: "x1", labels: map[string]string{"app": "broken"}, scraped: true},
 		{ns: "team-a", name: "o1", labels: map[string]string{"app": "old"}, page: vllmPage(6, 1, 0.1), stale: true},
 		{ns: "team-b", name: "b1", labels: llm, page: vllmPage(9, 8, 0.75), scraped: true},
+		{ns: "team-a", name: "fd1", labels: map[string]string{"app": "router"}, annotations: map[string]string{"inference-metrics-adapter/front-door-for": "asleep"}, page: frontDoorPage(6), scraped: true},
 	}, []*appsv1.Deployment{
 		deployment("team-a", "llm", llm),
 		deployment("team-a", "quiet", map[string]string{"app": "quiet"}),
@@ -242,6 +256,10 @@ func TestGetMetricsAndIsActive(t *testing.T) {
 		{name: "team-b selector sees only team-b pods", ns: "team-b", md: md("metricName", "inference_queue_size", "targetValue", "5", "podSelector", "app=llm"), want: 9, wantActive: true},
 		{name: "team-b cannot read team-a's quiet deployment", ns: "team-b", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "quiet"), wantCode: codes.NotFound},
 		{name: "team-b cannot read team-a's pods by selector", ns: "team-b", md: md("metricName", "inference_queue_size", "targetValue", "5", "podSelector", "app=quiet"), wantCode: codes.NotFound},
+		// A Service's front door: the signal that exists at zero replicas.
+		{name: "service front door held requests", ns: "team-a", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "10", "service", "asleep"), want: 6, wantActive: true},
+		{name: "service without a front door is not zero", ns: "team-a", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "10", "service", "llm"), wantCode: codes.NotFound},
+		{name: "team-b cannot read team-a's front door", ns: "team-b", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "10", "service", "asleep"), wantCode: codes.NotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -337,6 +355,11 @@ func TestMetadataValidation(t *testing.T) {
 		{name: "key set twice", md: md("metricName", "inference_queue_size", "targetValue", "5", "targetValueFromEnv", "6", "deployment", "llm"), wantMsg: "both directly and through"},
 		{name: "bad model name", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "llm", "modelName", "a b"), wantMsg: "modelName"},
 		{name: "model name with a slash", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "llm", "modelName", "meta-llama/Llama-3.1-8B-Instruct"), wantMsg: "--served-model-name"},
+		{name: "front door on a deployment", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "deployment", "llm"), wantMsg: "served on a Service"},
+		{name: "pod metric on a service", md: md("metricName", "inference_queue_size", "targetValue", "5", "service", "asleep"), wantMsg: "serves only inference_front_door_pending_requests"},
+		{name: "demand per replica by selector", md: md("metricName", "inference_demand_per_replica", "targetValue", "5", "podSelector", "app=llm"), wantMsg: "Deployment or StatefulSet"},
+		{name: "model on a service", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "service", "asleep", "modelName", "m"), wantMsg: "does not apply"},
+		{name: "bad service name", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "service", "Asleep!"), wantMsg: "not a valid name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

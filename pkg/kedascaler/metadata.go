@@ -21,6 +21,7 @@ const (
 	KeyPodSelector           = "podSelector"
 	KeyDeployment            = "deployment"
 	KeyStatefulSet           = "statefulSet"
+	KeyService               = "service"
 	KeyModelName             = "modelName"
 )
 
@@ -28,7 +29,10 @@ const (
 // the metadata too: they are allowed and ignored.
 var kedaKeys = []string{"scalerAddress", "enableTLS", "unsafeSsl"}
 
-var ownKeys = []string{KeyMetricName, KeyTargetValue, KeyActivationTargetValue, KeyPodSelector, KeyDeployment, KeyStatefulSet, KeyModelName}
+var ownKeys = []string{KeyMetricName, KeyTargetValue, KeyActivationTargetValue, KeyPodSelector, KeyDeployment, KeyStatefulSet, KeyService, KeyModelName}
+
+// workloadKeys name what a trigger measures; exactly one is set.
+var workloadKeys = []string{KeyPodSelector, KeyDeployment, KeyStatefulSet, KeyService}
 
 // Bounds on what one call may ask, so that its work stays small.
 const (
@@ -44,17 +48,18 @@ const (
 	kindPods workloadKind = iota // the pods a label selector picks
 	kindDeployment
 	kindStatefulSet
+	kindService // the front door's held requests for a Service
 )
 
 // query is a validated trigger: what to read, in which namespace, and the
 // thresholds.
 type query struct {
 	namespace  string
-	sig        signals.Signal
+	metric     string // a served metric's name
 	target     float64
 	activation float64
 	kind       workloadKind
-	name       string          // the Deployment or StatefulSet
+	name       string          // the Deployment, StatefulSet or Service
 	pods       labels.Selector // kindPods: the pod selector
 	model      string          // empty: every model
 }
@@ -74,15 +79,13 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 		return q, err
 	}
 
-	metric := vals[KeyMetricName]
-	sig, ok := signals.ByName(metric)
-	if !ok {
-		if metric == "" {
+	q.metric = vals[KeyMetricName]
+	if _, ok := signals.ByName(q.metric); !ok && q.metric != signals.FrontDoorPendingRequests && q.metric != signals.DemandPerReplica {
+		if q.metric == "" {
 			return q, fmt.Errorf("%s is required: one of %s", KeyMetricName, servedNames())
 		}
-		return q, fmt.Errorf("%s %q is not a served metric: one of %s", KeyMetricName, metric, servedNames())
+		return q, fmt.Errorf("%s %q is not a served metric: one of %s", KeyMetricName, q.metric, servedNames())
 	}
-	q.sig = sig
 
 	if q.target, err = parseNumber(KeyTargetValue, vals[KeyTargetValue], true); err != nil {
 		return q, err
@@ -94,13 +97,13 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 	}
 
 	var set []string
-	for _, k := range []string{KeyPodSelector, KeyDeployment, KeyStatefulSet} {
+	for _, k := range workloadKeys {
 		if _, ok := vals[k]; ok {
 			set = append(set, k)
 		}
 	}
 	if len(set) != 1 {
-		return q, fmt.Errorf("set exactly one of %s, %s and %s (got %d: %s)", KeyPodSelector, KeyDeployment, KeyStatefulSet, len(set), strings.Join(set, ", "))
+		return q, fmt.Errorf("set exactly one of %s (got %d: %s)", strings.Join(workloadKeys, ", "), len(set), strings.Join(set, ", "))
 	}
 	switch set[0] {
 	case KeyPodSelector:
@@ -108,18 +111,28 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 		if q.pods, err = parsePodSelector(vals[KeyPodSelector]); err != nil {
 			return q, err
 		}
-	case KeyDeployment, KeyStatefulSet:
-		q.kind = kindDeployment
-		if set[0] == KeyStatefulSet {
-			q.kind = kindStatefulSet
-		}
+	case KeyDeployment, KeyStatefulSet, KeyService:
+		q.kind = map[string]workloadKind{KeyDeployment: kindDeployment, KeyStatefulSet: kindStatefulSet, KeyService: kindService}[set[0]]
 		q.name = vals[set[0]]
 		if errs := validation.IsDNS1123Subdomain(q.name); len(errs) > 0 {
 			return q, fmt.Errorf("%s %q is not a valid name: %s", set[0], q.name, strings.Join(errs, "; "))
 		}
 	}
 
+	// The metrics served on one kind of object only.
+	switch {
+	case q.metric == signals.FrontDoorPendingRequests && q.kind != kindService:
+		return q, fmt.Errorf("%s is served on a Service (the one its front door's pods name): set %s, not %s", q.metric, KeyService, set[0])
+	case q.metric != signals.FrontDoorPendingRequests && q.kind == kindService:
+		return q, fmt.Errorf("a %s serves only %s (its front door's held requests), not %s", KeyService, signals.FrontDoorPendingRequests, q.metric)
+	case q.metric == signals.DemandPerReplica && q.kind != kindDeployment && q.kind != kindStatefulSet:
+		return q, fmt.Errorf("%s is served on a Deployment or StatefulSet: set %s or %s, not %s", q.metric, KeyDeployment, KeyStatefulSet, set[0])
+	}
+
 	if m, ok := vals[KeyModelName]; ok {
+		if q.kind == kindService {
+			return q, fmt.Errorf("%s does not apply to a %s: its front door's held requests are counted whatever the model", KeyModelName, KeyService)
+		}
 		if errs := validation.IsValidLabelValue(m); m == "" || len(errs) > 0 {
 			return q, fmt.Errorf("%s %q must be usable as a label value, as in an HPA's metric selector (serve the model under such a name, e.g. with vLLM's --served-model-name): %s", KeyModelName, m, strings.Join(errs, "; "))
 		}
@@ -208,5 +221,6 @@ func servedNames() string {
 	for _, s := range signals.All() {
 		names = append(names, s.Name())
 	}
+	names = append(names, signals.DemandPerReplica+" (deployment or statefulSet)", signals.FrontDoorPendingRequests+" (service)")
 	return strings.Join(names, ", ")
 }
