@@ -25,7 +25,9 @@ import (
 type Manager struct {
 	cfg  Config
 	sink Sink
-	// agentSink receives gpu-agent pages; nil when GPU metrics are off.
+	// agentSink receives gpu-agent pages; nil until SetAgentSink (then a
+	// GPUAgent target's scrape fails with an error saying so). The adapter
+	// always sets it; with GPU metrics off it simply has no agent targets.
 	agentSink AgentSink
 	client    *http.Client
 	metrics   *metrics

@@ -1,4 +1,6 @@
-// Package scrape owns fetching model servers' /metrics pages: one background
+// Package scrape owns fetching the /metrics pages of model servers and of
+// gpu-agents (targets of Kind GPUAgent, whose pages go to the AgentSink set
+// with Manager.SetAgentSink instead of the Sink): one background
 // loop per target at a fixed interval with a random start delay, a bounded
 // pool of workers shared by all loops (one namespace's loops hold at most a
 // share of it, so one tenant's hanging pages cannot stall the others' scrapes),

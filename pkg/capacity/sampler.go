@@ -1,13 +1,10 @@
 package capacity
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -17,10 +14,6 @@ import (
 
 // maxPage bounds one /metrics page.
 const maxPage = 16 << 20
-
-// preemptionCounters are the preemption counters of the servers that have
-// one (vLLM V1 and V0); pkg/parse reads gauges only, so they are read here.
-var preemptionCounters = [][]byte{[]byte("vllm:num_preemptions_total"), []byte("vllm:num_preemptions")}
 
 // reading is one sample of a server's page; nil fields were absent.
 type reading struct {
@@ -98,44 +91,14 @@ func readPage(p *parse.Parser, body []byte, model string) (reading, error) {
 		add(&r.queue, signals.QueueSize, false)
 		add(&r.batch, signals.BatchSize, false)
 		add(&r.kv, signals.KVCacheUsage, true)
+		if v, ok := models[i].Counter(signals.Preemptions); ok {
+			if r.preemptions == nil {
+				r.preemptions = new(float64)
+			}
+			*r.preemptions += v
+		}
 	}
-	r.preemptions = counterSum(body, preemptionCounters)
 	return r, nil
-}
-
-// counterSum sums the samples of the first of names that the page has; nil
-// when it has none of them.
-func counterSum(page []byte, names [][]byte) *float64 {
-	for _, name := range names {
-		var sum float64
-		found := false
-		sc := bufio.NewScanner(bytes.NewReader(page))
-		sc.Buffer(make([]byte, 64<<10), maxPage)
-		for sc.Scan() {
-			line := sc.Bytes()
-			rest, ok := bytes.CutPrefix(line, name)
-			if !ok || len(rest) == 0 || (rest[0] != '{' && rest[0] != ' ') {
-				continue
-			}
-			if i := bytes.LastIndexByte(rest, '}'); i >= 0 {
-				rest = rest[i+1:]
-			}
-			fields := bytes.Fields(rest)
-			if len(fields) == 0 {
-				continue
-			}
-			v, err := strconv.ParseFloat(string(fields[0]), 64)
-			if err != nil {
-				continue
-			}
-			sum += v
-			found = true
-		}
-		if found {
-			return &sum
-		}
-	}
-	return nil
 }
 
 // sampler reads a page every interval until stopped, and condenses the
