@@ -52,12 +52,20 @@ type TopReport struct {
 		E2ELatencySeconds       *float64 `json:"e2eLatencySeconds"`
 	} `json:"slo"`
 	// GPUHourPrice is the price of one GPU-hour the cost figures use (null: not set).
-	GPUHourPrice *float64  `json:"gpuHourPrice"`
-	Deployments  []Summary `json:"deployments"`
+	GPUHourPrice *float64 `json:"gpuHourPrice"`
+	// OpenCost is where the cost figures come from instead (null: not used).
+	OpenCost    *OpenCostSource `json:"openCost"`
+	Deployments []Summary       `json:"deployments"`
+}
+
+// OpenCostSource names the OpenCost API and window of the cost figures.
+type OpenCostSource struct {
+	URL    string `json:"url"`
+	Window string `json:"window"`
 }
 
 // NewTopReport is the JSON form of rows.
-func NewTopReport(namespace, selector string, slo SLO, gpuHourPrice float64, rows []Summary) TopReport {
+func NewTopReport(namespace, selector string, slo SLO, pricing Pricing, rows []Summary) TopReport {
 	r := TopReport{Namespace: namespace, Selector: selector, Deployments: rows}
 	if rows == nil {
 		r.Deployments = []Summary{}
@@ -68,8 +76,11 @@ func NewTopReport(namespace, selector string, slo SLO, gpuHourPrice float64, row
 	if slo.E2ELatency > 0 {
 		r.SLO.E2ELatencySeconds = ptr(slo.E2ELatency.Seconds())
 	}
-	if gpuHourPrice > 0 {
-		r.GPUHourPrice = ptr(gpuHourPrice)
+	if pricing.GPUHourPrice > 0 {
+		r.GPUHourPrice = ptr(pricing.GPUHourPrice)
+	}
+	if oc := pricing.OpenCost; oc != nil {
+		r.OpenCost = &OpenCostSource{URL: oc.URL, Window: oc.Window}
 	}
 	return r
 }
@@ -86,12 +97,12 @@ func WriteJSON(w io.Writer, v any) error {
 
 // WriteTop prints the Deployment rows as an aligned table; the SLO column
 // appears with an SLO, the cost column with a GPU-hour price.
-func WriteTop(w io.Writer, rows []Summary, slo SLO, gpuHourPrice float64) error {
+func WriteTop(w io.Writer, rows []Summary, slo SLO, pricing Pricing) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "DEPLOYMENT\tPODS\tGPUS\tGPU BUSY\tSM ACTIVE\tTOKENS/S\tREQ/S\tTTFT P90\tE2E P90\tTOKENS/GPU-S"
 	if slo.IsSet() {
 		head += "\tSLO MET"
-		if gpuHourPrice > 0 {
+		if pricing.IsSet() {
 			head += "\tCOST/1K SLO REQ"
 		}
 	}
@@ -103,7 +114,7 @@ func WriteTop(w io.Writer, rows []Summary, slo SLO, gpuHourPrice float64) error 
 			opt(r.TimeToFirstToken.P90, secs), opt(r.E2ELatency.P90, secs), opt(r.TokensPerGPUSecond, num))
 		if slo.IsSet() {
 			fmt.Fprintf(tw, "\t%s", shareCell(r.SLOMetShare))
-			if gpuHourPrice > 0 {
+			if pricing.IsSet() {
 				fmt.Fprintf(tw, "\t%s", rangeCell(r.CostPer1000SLOMetRequests))
 			}
 		}

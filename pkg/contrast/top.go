@@ -171,8 +171,9 @@ type Summary struct {
 	SLOMetShare *Range `json:"sloMetShare"`
 	// SLOMetRequestsPerSecond is SLOMetShare times RequestsPerSecond.
 	SLOMetRequestsPerSecond *Range `json:"sloMetRequestsPerSecond"`
-	// CostPer1000SLOMetRequests is the allocated GPUs' cost at the given
-	// GPU-hour price per 1,000 SLO-meeting requests.
+	// CostPer1000SLOMetRequests is the Deployment's cost (its allocated GPUs
+	// at the given GPU-hour price, or its cost from OpenCost) per 1,000
+	// SLO-meeting requests.
 	CostPer1000SLOMetRequests *Range `json:"costPer1000SLOMetRequests"`
 
 	// Missing says, per metric the API did not answer, why (its 404 reason).
@@ -207,15 +208,24 @@ func Summarize(w Workload, slo SLO, gpuHourPrice float64) Summary {
 	if s.SLOMetShare != nil && s.RequestsPerSecond != nil {
 		rps := *s.RequestsPerSecond
 		s.SLOMetRequestsPerSecond = &Range{Min: ptr(*s.SLOMetShare.Min * rps), Max: ptr(*s.SLOMetShare.Max * rps)}
-		if gpuHourPrice > 0 && s.GPUsAllocated > 0 {
-			perSecond := gpuHourPrice * float64(s.GPUsAllocated) / 3600
-			s.CostPer1000SLOMetRequests = &Range{
-				Min: per1000(perSecond, *s.SLOMetRequestsPerSecond.Max),
-				Max: per1000(perSecond, *s.SLOMetRequestsPerSecond.Min),
-			}
-		}
+	}
+	if gpuHourPrice > 0 && s.GPUsAllocated > 0 {
+		s.PriceAt(gpuHourPrice * float64(s.GPUsAllocated) / 3600)
 	}
 	return s
+}
+
+// PriceAt sets the cost per 1,000 SLO-meeting requests of a Deployment that
+// costs perSecond (its GPUs at a GPU-hour price, or its measured cost from
+// OpenCost); it stays nil without SLO-meeting requests per second.
+func (s *Summary) PriceAt(perSecond float64) {
+	if s.SLOMetRequestsPerSecond == nil {
+		return
+	}
+	s.CostPer1000SLOMetRequests = &Range{
+		Min: per1000(perSecond, *s.SLOMetRequestsPerSecond.Max),
+		Max: per1000(perSecond, *s.SLOMetRequestsPerSecond.Min),
+	}
 }
 
 // per1000 is the cost of 1,000 requests at perSecond cost and rps requests

@@ -161,7 +161,7 @@ func TestTopJSONShape(t *testing.T) {
 		Summarize(Workload{Name: "idle", Pods: []PodGPU{{Name: "a", GPUs: 1}}}, SLO{TimeToFirstToken: time.Second}, 2),
 	}
 	var b strings.Builder
-	if err := WriteJSON(&b, NewTopReport("ns", "team=ml", SLO{TimeToFirstToken: time.Second}, 2, rows)); err != nil {
+	if err := WriteJSON(&b, NewTopReport("ns", "team=ml", SLO{TimeToFirstToken: time.Second}, Pricing{GPUHourPrice: 2}, rows)); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
@@ -173,6 +173,7 @@ func TestTopJSONShape(t *testing.T) {
 		"selector":     "team=ml",
 		"slo":          map[string]any{"timeToFirstTokenSeconds": 1.0, "e2eLatencySeconds": nil},
 		"gpuHourPrice": 2.0,
+		"openCost":     nil,
 		"deployments": []any{map[string]any{
 			"deployment": "idle", "pods": 1.0, "gpusAllocated": 1.0,
 			"gpuBusyShare": nil, "gpuSMActiveShare": nil,
@@ -187,7 +188,7 @@ func TestTopJSONShape(t *testing.T) {
 	}
 
 	b.Reset()
-	if err := WriteJSON(&b, NewTopReport("ns", "", SLO{}, 0, nil)); err != nil {
+	if err := WriteJSON(&b, NewTopReport("ns", "", SLO{}, Pricing{}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `"deployments": []`) {
@@ -235,7 +236,7 @@ func TestWriteTop(t *testing.T) {
 		Summarize(Workload{Name: "new", Pods: []PodGPU{{Name: "b", GPUs: 1}}}, SLO{TimeToFirstToken: time.Second}, 2),
 	}
 	var b strings.Builder
-	if err := WriteTop(&b, rows, SLO{TimeToFirstToken: time.Second}, 2); err != nil {
+	if err := WriteTop(&b, rows, SLO{TimeToFirstToken: time.Second}, Pricing{GPUHourPrice: 2}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")

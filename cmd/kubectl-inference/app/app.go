@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
+	"net/url"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,6 +90,12 @@ func (c *common) problems() []error {
 		errs = append(errs, fmt.Errorf("--request-timeout %q: want a duration such as 10s", c.overrides.Timeout))
 	}
 	return errs
+}
+
+// requestTimeout is --request-timeout as a duration (0: none).
+func (c *common) requestTimeout() time.Duration {
+	d, _ := time.ParseDuration(c.overrides.Timeout) // checked by problems
+	return d
 }
 
 // config loads the kubeconfig as kubectl does and returns the client
@@ -213,12 +222,15 @@ func Top(prog string, args []string, stdout, stderr io.Writer) int {
 	var c common
 	var slo contrast.SLO
 	var price float64
+	var openCostURL, openCostWindow string
 	fs := pflag.NewFlagSet("top", pflag.ContinueOnError)
 	kube := pflag.NewFlagSet("kubeconfig", pflag.ContinueOnError)
 	c.flags(fs, kube, "Label selector of the Deployments (their own labels), e.g. team=ml. Empty means every Deployment in the namespace.")
 	fs.DurationVar(&slo.TimeToFirstToken, "slo-ttft", 0, "SLO bound on each request's time to first token, e.g. 1s; with it, the share of requests meeting the SLO is bounded from the TTFT percentiles (0: no bound).")
 	fs.DurationVar(&slo.E2ELatency, "slo-e2e-latency", 0, "SLO bound on each request's end-to-end latency, e.g. 20s (0: no bound). With --slo-ttft too, a request must meet both.")
 	fs.Float64Var(&price, "gpu-hour-price", 0, "Price of one GPU for one hour, in any currency; with an SLO, adds the cost per 1,000 SLO-meeting requests (0: no cost).")
+	fs.StringVar(&openCostURL, "opencost-url", "", "Base URL of OpenCost's API (e.g. http://opencost.opencost:9003); with an SLO, the cost per 1,000 SLO-meeting requests uses each Deployment's OpenCost totalCost over its running time in --opencost-window instead of a GPU-hour price.")
+	fs.StringVar(&openCostWindow, "opencost-window", "1h", "OpenCost window of the allocation the cost comes from, in OpenCost's syntax (e.g. 1h, 30m, 1d).")
 	check := func() []error {
 		errs := c.problems()
 		if slo.TimeToFirstToken < 0 || slo.E2ELatency < 0 {
@@ -229,6 +241,20 @@ func Top(prog string, args []string, stdout, stderr io.Writer) int {
 		}
 		if price > 0 && !slo.IsSet() {
 			errs = append(errs, errors.New("--gpu-hour-price needs an SLO (--slo-ttft or --slo-e2e-latency): the cost is per 1,000 SLO-meeting requests"))
+		}
+		if openCostURL != "" {
+			if u, err := url.Parse(openCostURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("--opencost-url %q: want an http or https URL such as http://opencost.opencost:9003", openCostURL))
+			}
+			if !slo.IsSet() {
+				errs = append(errs, errors.New("--opencost-url needs an SLO (--slo-ttft or --slo-e2e-latency): the cost is per 1,000 SLO-meeting requests"))
+			}
+			if price > 0 {
+				errs = append(errs, errors.New("--opencost-url and --gpu-hour-price both price the Deployments: give one"))
+			}
+			if openCostWindow == "" || strings.ContainsAny(openCostWindow, "&?#/ ") {
+				errs = append(errs, fmt.Errorf("--opencost-window %q: want an OpenCost window such as 1h", openCostWindow))
+			}
 		}
 		return errs
 	}
@@ -246,17 +272,36 @@ func Top(prog string, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
+		pricing := contrast.Pricing{GPUHourPrice: price}
+		var costs map[string]float64
+		if openCostURL != "" {
+			pricing.OpenCost = &contrast.OpenCost{URL: openCostURL, Window: openCostWindow, Client: &http.Client{Timeout: c.requestTimeout()}}
+			if costs, err = pricing.OpenCost.DeploymentCosts(ctx, ns); err != nil {
+				return err
+			}
+		}
 		rows := make([]contrast.Summary, 0, len(ws))
 		for _, w := range ws {
-			rows = append(rows, contrast.Summarize(w, slo, price))
+			row := contrast.Summarize(w, slo, price)
+			if pricing.OpenCost != nil {
+				if perSecond, ok := costs[w.Name]; ok {
+					row.PriceAt(perSecond)
+				} else {
+					if row.Missing == nil {
+						row.Missing = map[string]string{}
+					}
+					row.Missing["costPer1000SLOMetRequests"] = fmt.Sprintf("OpenCost has no allocation with running time for Deployment %s/%s in window %s", ns, w.Name, openCostWindow)
+				}
+			}
+			rows = append(rows, row)
 		}
 		if c.output == "json" {
-			return contrast.WriteJSON(stdout, contrast.NewTopReport(ns, c.selector, slo, price, rows))
+			return contrast.WriteJSON(stdout, contrast.NewTopReport(ns, c.selector, slo, pricing, rows))
 		}
 		if len(rows) == 0 {
 			fmt.Fprintf(stderr, "No Deployments match %q in namespace %s.\n", c.selector, ns)
 			return nil
 		}
-		return contrast.WriteTop(stdout, rows, slo, price)
+		return contrast.WriteTop(stdout, rows, slo, pricing)
 	})
 }

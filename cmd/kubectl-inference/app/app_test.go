@@ -3,6 +3,10 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -29,6 +33,8 @@ func TestUsage(t *testing.T) {
 			wantStderr: []string{"must not be negative", "--gpu-hour-price -3 must be a finite number"}},
 		{name: "a price without an SLO", args: []string{"top", "--gpu-hour-price=2", "-o", "wide"}, code: 2,
 			wantStderr: []string{"--gpu-hour-price needs an SLO", `--output "wide"`}},
+		{name: "OpenCost problems", args: []string{"top", "--opencost-url=opencost:9003", "--gpu-hour-price=2", "--opencost-window=1h&x=y"}, code: 2,
+			wantStderr: []string{`--opencost-url "opencost:9003"`, "--opencost-url needs an SLO", "--opencost-url and --gpu-hour-price both", `--opencost-window "1h&x=y"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,5 +144,68 @@ func TestUnreachable(t *testing.T) {
 	stderr.Reset()
 	if code := Main([]string{"contrast", "-l", "app=llm", "--kubeconfig", kubeconfig}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "failing as told") {
 		t.Errorf("contrast with the metrics API failing: exit %d, stderr %s; want 1 and the API's error", code, &stderr)
+	}
+}
+
+// TestTopWithOpenCost: with --opencost-url, the cost per 1,000 SLO-meeting
+// requests comes from the Deployment's allocation in OpenCost (a recorded
+// answer served on 127.0.0.1), and a Deployment OpenCost does not know has
+// no cost, saying why, rather than 0.
+func TestTopWithOpenCost(t *testing.T) {
+	s := contrasttest.New(t)
+	lbls := map[string]string{"app": "llm"}
+	other := map[string]string{"app": "other"}
+	s.Deployments = append(s.Deployments, contrasttest.Deployment("llm", lbls, lbls), contrasttest.Deployment("other", other, other))
+	s.Pods = append(s.Pods, contrasttest.Pod("llm-a", lbls, 1), contrasttest.Pod("other-a", other, 1))
+	for _, d := range []string{"llm", "other"} {
+		for metric, v := range map[string]float64{
+			"inference_requests_per_second":             10,
+			"inference_time_to_first_token_p50_seconds": 0.2,
+			"inference_time_to_first_token_p90_seconds": 0.5,
+			"inference_time_to_first_token_p99_seconds": 2,
+		} {
+			if s.DeploymentValues[metric] == nil {
+				s.DeploymentValues[metric] = map[string]float64{}
+			}
+			s.DeploymentValues[metric][d] = v
+		}
+	}
+	kubeconfig := s.Kubeconfig(t, t.TempDir())
+	opencost := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"code":200,"data":[{"%[1]s/deployment/llm":{"name":"%[1]s/deployment/llm","properties":{"namespace":%[1]q,"controllerKind":"deployment","controller":"llm"},"minutes":60,"totalCost":36}}]}`, contrasttest.Namespace)
+	}))
+	t.Cleanup(opencost.Close)
+
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"top", "-o", "json", "--kubeconfig", kubeconfig, "--slo-ttft=1s", "--opencost-url", opencost.URL}, &stdout, &stderr); code != 0 {
+		t.Fatalf("top: exit %d: %s", code, &stderr)
+	}
+	var top struct {
+		OpenCost    *struct{ URL, Window string }
+		Deployments []struct {
+			Deployment                string
+			CostPer1000SLOMetRequests *struct{ Min, Max *float64 }
+			Missing                   map[string]string
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &top); err != nil {
+		t.Fatalf("%v\n%s", err, &stdout)
+	}
+	if top.OpenCost == nil || top.OpenCost.URL != opencost.URL || top.OpenCost.Window != "1h" || len(top.Deployments) != 2 {
+		t.Fatalf("want the OpenCost source and two Deployments:\n%s", &stdout)
+	}
+	for _, d := range top.Deployments {
+		switch d.Deployment {
+		case "llm":
+			// 36 per hour = 0.01/s; TTFT p90 0.5s <= 1s < p99 2s: 90-99% of 10 req/s meet it.
+			c := d.CostPer1000SLOMetRequests
+			if c == nil || c.Min == nil || c.Max == nil || math.Abs(*c.Min-0.01/9.9*1000) > 1e-9 || math.Abs(*c.Max-0.01/9*1000) > 1e-9 {
+				t.Errorf("llm: cost %+v, want %.4f to %.4f per 1,000:\n%s", c, 0.01/9.9*1000, 0.01/9*1000, &stdout)
+			}
+		case "other":
+			if d.CostPer1000SLOMetRequests != nil || !strings.Contains(d.Missing["costPer1000SLOMetRequests"], "OpenCost has no allocation") {
+				t.Errorf("other: want no cost and the reason, got %+v, %v", d.CostPer1000SLOMetRequests, d.Missing)
+			}
+		}
 	}
 }
