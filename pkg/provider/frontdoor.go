@@ -33,9 +33,30 @@ import (
 
 var servicesGR = schema.GroupResource{Resource: "services"}
 
+// inferencePoolGRs are the Gateway API Inference Extension's InferencePool
+// (v1, and the older v1alpha2 in its x-k8s.io group), which a front door may
+// name instead of a Service: its endpoint picker holds the pool's requests.
+var inferencePoolGRs = []schema.GroupResource{
+	{Group: "inference.networking.k8s.io", Resource: "inferencepools"},
+	{Group: "inference.networking.x-k8s.io", Resource: "inferencepools"},
+}
+
 func isService(gr schema.GroupResource) bool {
 	return gr.Group == "" && strings.TrimSuffix(strings.ToLower(gr.Resource), "s") == "service"
 }
+
+func isInferencePool(gr schema.GroupResource) bool {
+	for _, pool := range inferencePoolGRs {
+		if gr.Group == pool.Group && strings.TrimSuffix(strings.ToLower(gr.Resource), "s") == "inferencepool" {
+			return true
+		}
+	}
+	return false
+}
+
+// isFrontDoorObject reports whether gr is a kind a front door may stand in
+// front of: a Service, or an InferencePool.
+func isFrontDoorObject(gr schema.GroupResource) bool { return isService(gr) || isInferencePool(gr) }
 
 // frontDoorByName answers the front-door metric for one Service: the sum of
 // the held requests over the Running, Ready pods that are its front door.
@@ -43,22 +64,28 @@ func isService(gr schema.GroupResource) bool {
 // demand); pods not Ready are left out. No front-door pod, none Ready, or a
 // Ready one without a value is a 404, never 0.
 func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	if !isService(info.GroupResource) {
-		return nil, notFound(info, fmt.Sprintf("%s is served on services (the Service a front door's pods name in their %s annotation), not on %s", info.Metric, targets.AnnotationFrontDoor, info.GroupResource.String()))
+	if !isFrontDoorObject(info.GroupResource) {
+		return nil, notFound(info, fmt.Sprintf("%s is served on services (the Service a front door's pods name in their %s annotation) and inferencepools, not on %s", info.Metric, targets.AnnotationFrontDoor, info.GroupResource.String()))
 	}
 	if info.Metric != signals.FrontDoorPendingRequests {
-		return nil, notFound(info, fmt.Sprintf("services serve only %s (a front door's held requests), not %q", signals.FrontDoorPendingRequests, info.Metric))
+		return nil, notFound(info, fmt.Sprintf("%s serve only %s (a front door's held requests), not %q", info.GroupResource.String(), signals.FrontDoorPendingRequests, info.Metric))
 	}
 	if name.Namespace == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("services/%s: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/services/%s/%s)", name.Name, name.Name, info.Metric))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s/%s: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
 	}
-	doors, err := p.frontDoorPods(name)
+	// The annotation's value: the Service's name, or inferencepool/<name>.
+	want := name.Name
+	what := fmt.Sprintf("service %s/%s", name.Namespace, name.Name)
+	if isInferencePool(info.GroupResource) {
+		want = targets.FrontDoorPoolPrefix + name.Name
+		what = fmt.Sprintf("inferencepool %s/%s", name.Namespace, name.Name)
+	}
+	doors, err := p.frontDoorPods(name.Namespace, want)
 	if err != nil {
 		return nil, err
 	}
-	what := fmt.Sprintf("service %s/%s", name.Namespace, name.Name)
 	if len(doors) == 0 {
-		return nil, notFound(info, fmt.Sprintf("%s: no Running pod in namespace %q has the annotation %s=%s, so nothing counts the requests held in front of it", what, name.Namespace, targets.AnnotationFrontDoor, name.Name))
+		return nil, notFound(info, fmt.Sprintf("%s: no Running pod in namespace %q has the annotation %s=%s, so nothing counts the requests held in front of it", what, name.Namespace, targets.AnnotationFrontDoor, want))
 	}
 	sum, oldest, ready, why := p.sumFrontDoors(doors, modelMatcher(metricSelector), p.clock.Now())
 	switch {
@@ -69,7 +96,7 @@ func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedNam
 	case math.IsInf(sum, 0) || math.IsNaN(sum):
 		return nil, outOfRange(info, what, sum)
 	}
-	v, err := p.value(ctx, info, signals.QueueSize, frontDoorRef(name), sum, oldest, metricSelector)
+	v, err := p.value(ctx, info, signals.QueueSize, frontDoorRef(info.GroupResource, name), sum, oldest, metricSelector)
 	if err != nil {
 		return nil, err
 	}
@@ -77,28 +104,29 @@ func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedNam
 	return &v, nil
 }
 
-// frontDoorBySelector refuses list questions: a Service's front door is
-// found by name, and the adapter does not read Services to match labels.
+// frontDoorBySelector refuses list questions: a Service's or an
+// InferencePool's front door is found by name, and the adapter reads
+// neither kind to match labels.
 func frontDoorBySelector(namespace string, info cmprovider.CustomMetricInfo) error {
-	if !isService(info.GroupResource) {
-		return notFound(info, fmt.Sprintf("%s is served on services, not on %s", info.Metric, info.GroupResource.String()))
+	if !isFrontDoorObject(info.GroupResource) {
+		return notFound(info, fmt.Sprintf("%s is served on services and inferencepools, not on %s", info.Metric, info.GroupResource.String()))
 	}
 	if namespace == "" {
 		namespace = "NAMESPACE"
 	}
-	return notFound(info, fmt.Sprintf("services are answered one by name: ask for /apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/services/SERVICE/%s (an HPA Object metric with describedObject kind Service does)", namespace, signals.FrontDoorPendingRequests))
+	return notFound(info, fmt.Sprintf("%s are answered one by name: ask for /apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/%s/NAME/%s (an HPA Object metric with that describedObject does)", info.GroupResource.String(), namespace, info.GroupResource.String(), signals.FrontDoorPendingRequests))
 }
 
-// frontDoorPods returns the Running pods of name's namespace whose
-// front-door annotation names the Service, by name.
-func (p *Provider) frontDoorPods(name types.NamespacedName) ([]*corev1.Pod, error) {
-	pods, err := p.list.Pods.Pods(name.Namespace).List(labels.Everything())
+// frontDoorPods returns the Running pods of namespace whose front-door
+// annotation is exactly want (a Service's name, or inferencepool/<name>).
+func (p *Provider) frontDoorPods(namespace, want string) ([]*corev1.Pod, error) {
+	pods, err := p.list.Pods.Pods(namespace).List(labels.Everything())
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
 	}
 	var out []*corev1.Pod
 	for _, pod := range pods {
-		if svc, ok := targets.FrontDoorFor(pod); ok && svc == name.Name && pod.Namespace == name.Namespace && targets.IsRunning(pod) {
+		if v, ok := targets.FrontDoorFor(pod); ok && v == want && pod.Namespace == namespace && targets.IsRunning(pod) {
 			out = append(out, pod)
 		}
 	}
@@ -129,6 +157,13 @@ func (p *Provider) sumFrontDoors(doors []*corev1.Pod, match store.ModelMatcher, 
 	return sum, oldest, ready, why
 }
 
-func frontDoorRef(name types.NamespacedName) custom_metrics.ObjectReference {
+func frontDoorRef(gr schema.GroupResource, name types.NamespacedName) custom_metrics.ObjectReference {
+	if isInferencePool(gr) {
+		version := "v1"
+		if gr.Group == "inference.networking.x-k8s.io" {
+			version = "v1alpha2"
+		}
+		return custom_metrics.ObjectReference{Kind: "InferencePool", APIVersion: gr.Group + "/" + version, Namespace: name.Namespace, Name: name.Name}
+	}
 	return custom_metrics.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: name.Namespace, Name: name.Name}
 }

@@ -56,6 +56,7 @@ func TestFrontDoorMetric(t *testing.T) {
 	rec("ns", "other-svc", fresh, map[string]float64{"llama": 70})
 	rec("tenant-b", "intruder", fresh, map[string]float64{"llama": 1000})
 	rec("ns", "lonely-ready", fresh, map[string]float64{"llama": 2})
+	rec("ns", "epp", fresh, map[string]float64{"llama": 5})
 	st.Record(types.NamespacedName{Namespace: "ns", Name: "model-0"}, fresh, page(model("llama", 8, 4, 0.5)), nil)
 
 	f := fixture{now: now, store: st, pods: []*corev1.Pod{
@@ -69,6 +70,7 @@ func TestFrontDoorMetric(t *testing.T) {
 		door("ns", "never", "partial", true), // Ready, never scraped
 		door("ns", "lonely-ready", "partial", true),
 		door("ns", "unready-only", "warming", false),
+		door("ns", "epp", "inferencepool/pool", true),                    // the endpoint picker of InferencePool pool
 		pod("model-0", map[string]string{"app": "llm"}, true, true, nil), // the model server is no front door
 	}}
 	srv, _ := newServer(t, f)
@@ -82,6 +84,7 @@ func TestFrontDoorMetric(t *testing.T) {
 		code    int
 		want    string // the value
 		wantErr string
+		kind    string // of the described object; "" means Service
 	}{
 		{name: "sum over the Ready front doors of the namespace", path: base + "ns/services/llm" + metric, code: 200, want: "8"},
 		{name: "model selector", path: base + "ns/services/llm" + metric + modelSel("llama"), code: 200, want: "7"},
@@ -96,6 +99,13 @@ func TestFrontDoorMetric(t *testing.T) {
 		{name: "pods do not serve the front-door metric", path: base + "ns/pods/r1" + metric, code: 404, wantErr: "is served on services"},
 		{name: "deployments do not serve it", path: base + "ns/deployments.apps/llm" + metric, code: 404, wantErr: "is served on services"},
 		{name: "services by selector are refused", path: base + "ns/services/*" + metric + "?labelSelector=app%3Dllm", code: 404, wantErr: "answered one by name"},
+		{name: "an InferencePool's endpoint picker", path: base + "ns/inferencepools.inference.networking.k8s.io/pool" + metric, code: 200, want: "5", kind: "InferencePool"},
+		{name: "an InferencePool of the v1alpha2 group", path: base + "ns/inferencepools.inference.networking.x-k8s.io/pool" + metric, code: 200, want: "5", kind: "InferencePool"},
+		{name: "a pool's front door is not a Service's", path: base + "ns/services/pool" + metric, code: 404, wantErr: "no Running pod in namespace"},
+		{name: "a Service's front door is not a pool's", path: base + "ns/inferencepools.inference.networking.k8s.io/llm" + metric, code: 404, wantErr: "front-door-for=inferencepool/llm"},
+		{name: "another namespace's pool", path: base + "tenant-b/inferencepools.inference.networking.k8s.io/pool" + metric, code: 404, wantErr: "no Running pod in namespace"},
+		{name: "inferencepools by selector are refused", path: base + "ns/inferencepools.inference.networking.k8s.io/*" + metric + "?labelSelector=app%3Dllm", code: 404, wantErr: "answered one by name"},
+		{name: "inferencepools serve only the front-door metric", path: base + "ns/inferencepools.inference.networking.k8s.io/pool/inference_queue_size", code: 404, wantErr: "serve only"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,8 +130,12 @@ func TestFrontDoorMetric(t *testing.T) {
 			if it.Value != tc.want {
 				t.Errorf("value %s, want %s", it.Value, tc.want)
 			}
-			if it.DescribedObject.Kind != "Service" || it.Metric.Name != signals.FrontDoorPendingRequests {
-				t.Errorf("described %+v, metric %q: want a Service and %s", it.DescribedObject, it.Metric.Name, signals.FrontDoorPendingRequests)
+			kind := tc.kind
+			if kind == "" {
+				kind = "Service"
+			}
+			if it.DescribedObject.Kind != kind || it.Metric.Name != signals.FrontDoorPendingRequests {
+				t.Errorf("described %+v, metric %q: want a %s and %s", it.DescribedObject, it.Metric.Name, kind, signals.FrontDoorPendingRequests)
 			}
 			if !it.Timestamp.Equal(fresh) {
 				t.Errorf("timestamp %s, want the oldest scrape in the sum %s", it.Timestamp, fresh)
@@ -136,7 +150,9 @@ func TestDiscoveryListsFrontDoorMetric(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
-	if !strings.Contains(body, `"services/`+signals.FrontDoorPendingRequests+`"`) {
-		t.Errorf("discovery lacks services/%s: %s", signals.FrontDoorPendingRequests, body)
+	for _, res := range []string{"services", "inferencepools.inference.networking.k8s.io"} {
+		if !strings.Contains(body, `"`+res+`/`+signals.FrontDoorPendingRequests+`"`) {
+			t.Errorf("discovery lacks %s/%s: %s", res, signals.FrontDoorPendingRequests, body)
+		}
 	}
 }

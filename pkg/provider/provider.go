@@ -152,7 +152,9 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: s.Name()})
 		}
 	}
-	out = append(out, cmprovider.CustomMetricInfo{GroupResource: servicesGR, Namespaced: true, Metric: signals.FrontDoorPendingRequests})
+	for _, gr := range append([]schema.GroupResource{servicesGR}, inferencePoolGRs...) {
+		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: signals.FrontDoorPendingRequests})
+	}
 	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: signals.DemandPerReplica})
 	}
@@ -161,7 +163,7 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 
 // GetMetricByName returns the value of a metric for one pod, deployment or statefulset.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	if isService(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
+	if isFrontDoorObject(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
 		return p.frontDoorByName(ctx, name, info, metricSelector) // frontdoor.go
 	}
 	if info.Metric == signals.DemandPerReplica {
@@ -213,7 +215,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 
 // GetMetricBySelector returns the metric for every pod (or object) matching selector in namespace.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
-	if isService(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
+	if isFrontDoorObject(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
 		return nil, frontDoorBySelector(namespace, info) // frontdoor.go
 	}
 	if info.Metric == signals.DemandPerReplica {

@@ -18,11 +18,16 @@ const (
 	AnnotationServer       = "inference-metrics-adapter/server"
 	AnnotationMaxBatchSize = "inference-metrics-adapter/max-batch-size"
 	// AnnotationFrontDoor marks a router or gateway pod as the front door of
-	// the Service it names, in the pod's own namespace: the pod is scraped
-	// (as with AnnotationScrape) and its held requests are served as that
-	// Service's inference_front_door_pending_requests.
+	// the Service it names, or of the InferencePool it names as
+	// inferencepool/<name> (FrontDoorPoolPrefix), in the pod's own
+	// namespace: the pod is scraped (as with AnnotationScrape) and its held
+	// requests are served as that object's inference_front_door_pending_requests.
 	AnnotationFrontDoor = "inference-metrics-adapter/front-door-for"
 )
+
+// FrontDoorPoolPrefix starts an AnnotationFrontDoor value that names an
+// InferencePool rather than a Service.
+const FrontDoorPoolPrefix = "inferencepool/"
 
 // ForcedServer returns the server, built-in or one of servers' custom ones
 // (nil: built-in only), named by the pod's server annotation, or
@@ -52,8 +57,9 @@ func MaxBatchSize(pod *corev1.Pod) (float64, bool) {
 	return v, true
 }
 
-// FrontDoorFor returns the name of the Service pod is the front door of, and
-// whether it is one. The Service is always in the pod's namespace.
+// FrontDoorFor returns what pod is the front door of (a Service's name, or
+// inferencepool/<name>), and whether it is one. The object is always in the
+// pod's namespace.
 func FrontDoorFor(pod *corev1.Pod) (string, bool) {
 	name := strings.TrimSpace(pod.Annotations[AnnotationFrontDoor])
 	return name, name != ""
