@@ -5,6 +5,8 @@
 # pod-resources socket is root's; the chart drops every capability and makes
 # the root filesystem read-only (see docs/gpu-agent.md).
 # Build from the repository root: docker build -f deploy/docker/gpu-agent.Dockerfile .
+# cgo ties the build stage to the target platform: a multi-arch build runs the
+# arm64 stage under QEMU (slower, the same result).
 FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
