@@ -224,7 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case interrupted:
-		return fmt.Errorf("stopped after %d steps (%v); partial results are above%s", len(steps), err, cfg.where())
+		return fmt.Errorf("stopped after %d steps (%w); partial results are above%s", len(steps), err, cfg.where())
 	case !rep.Analysis.Found:
 		return fmt.Errorf("no step met the SLOs (%s)", strings.Join(rep.Analysis.Notes, "; "))
 	}

@@ -1,6 +1,7 @@
 package answers
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -259,7 +260,8 @@ func TestCachePanickingBuildReleasesTheQuestion(t *testing.T) {
 	c, _ := newCache(Config{TTL: time.Second}, next, clk)
 	func() {
 		defer func() {
-			if r := recover(); r != http.ErrAbortHandler {
+			r := recover()
+			if err, _ := r.(error); !errors.Is(err, http.ErrAbortHandler) {
 				t.Fatalf("recovered %v, want the handler's panic", r)
 			}
 		}()

@@ -156,6 +156,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.grpc.Stop() // ends open StreamIsActive streams
 		<-stopped
 	}
-	<-errc
+	if err := <-errc; err != nil { // nil once Stop or GracefulStop ran
+		return fmt.Errorf("serving the KEDA scaler: %w", err)
+	}
 	return nil
 }

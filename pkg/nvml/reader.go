@@ -206,7 +206,7 @@ func (r *Reader) shutdown() {
 		st.free()
 		delete(r.devices, uuid)
 	}
-	r.lib.Shutdown()
+	_ = r.lib.Shutdown() // a failed shutdown changes nothing: the next read initializes again
 	r.initialized = false
 }
 
@@ -353,7 +353,7 @@ func (r *Reader) readMIG(dev gonvml.Device, parent *GPU, dst []GPU) []GPU {
 func (st *deviceState) free() {
 	for i, s := range st.samples {
 		if s != nil {
-			s.Free()
+			_ = s.Free() // the sample is dropped either way
 			st.samples[i] = nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -150,7 +151,7 @@ func TestReaderDGXA100(t *testing.T) {
 func TestReaderDGXA100ServerAsIs(t *testing.T) {
 	s := dgxa100.New()
 	for _, d := range s.Devices {
-		dev := d.(*dgxa100.Device)
+		dev := d.(*server.Device)
 		dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
 			return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
 		}
@@ -170,7 +171,7 @@ func TestReaderDGXA100ServerAsIs(t *testing.T) {
 		t.Fatalf("got %d GPUs", len(gpus))
 	}
 	for i, g := range gpus {
-		want := s.Devices[i].(*dgxa100.Device).UUID
+		want := s.Devices[i].(*server.Device).UUID
 		if g.UUID != want || g.HasUtilization || g.HasSMActive || g.Err != "" {
 			t.Errorf("GPU %d: %+v", i, g)
 		}

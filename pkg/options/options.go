@@ -298,7 +298,7 @@ func (o *Options) Validate() error {
 		}
 		o.servers = servers
 	}
-	if errList := o.Adapter.CustomMetricsAdapterServerOptions.Validate(); len(errList) > 0 {
+	if errList := o.Adapter.Validate(); len(errList) > 0 {
 		errs = append(errs, errList...)
 	}
 	if errList := logsapi.Validate(o.Logging, nil, nil); len(errList) > 0 {

@@ -300,9 +300,3 @@ func TestSelectorQuestionRegistersDemand(t *testing.T) {
 		t.Fatalf("demand %v", dem.asked)
 	}
 }
-
-func newHTTPServer(t testing.TB, prov cmprovider.CustomMetricsProvider) string {
-	srv := httptest.NewServer(handler(t, prov))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}

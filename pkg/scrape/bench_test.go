@@ -261,6 +261,11 @@ func runManager(b *testing.B, m *Manager) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("scrape manager: %v", err)
+		}
+	})
 	return ctx
 }

@@ -69,7 +69,9 @@ func TestDefect2_BufferReleasedAfterLargePage(t *testing.T) {
 			pool := tc.pool(m)
 			for range 4 { // the large page, then three small ones
 				if tc.name == "loop pool" {
-					m.scrapeOnce(context.Background(), pool, target, req, nil, false)
+					if _, err := m.scrapeOnce(context.Background(), pool, target, req, nil, false); err != nil {
+						t.Fatalf("scrape: %v", err)
+					}
 				} else {
 					m.ScrapeNow(context.Background(), []Target{target})
 				}

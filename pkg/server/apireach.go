@@ -94,7 +94,7 @@ func (r *apiReachability) Check(*http.Request) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if age := r.clock.Since(r.lastOK); age > r.maxUnreachable {
-		return fmt.Errorf("the Kubernetes API server has not answered for %s (limit %s); last error: %v", age.Round(time.Second), r.maxUnreachable, r.lastErr)
+		return fmt.Errorf("the Kubernetes API server has not answered for %s (limit %s); last error: %v", age.Round(time.Second), r.maxUnreachable, r.lastErr) //nolint:errorlint // lastErr is nil when no probe has ended yet
 	}
 	return nil
 }

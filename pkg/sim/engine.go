@@ -316,7 +316,7 @@ func (e *Engine) schedule(now time.Duration) time.Duration {
 		s.blocks += need
 		e.sched = append(e.sched, scheduled{s: s, n: n})
 		budget -= n
-		if !(n == 1 && s.computed > 0) {
+		if n != 1 || s.computed <= 0 {
 			prefill += n
 		}
 	}

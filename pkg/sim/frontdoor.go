@@ -226,7 +226,9 @@ func (f *FrontDoor) Serve(ctx context.Context, ln net.Listener, drain time.Durat
 			klog.InfoS("Drain timed out, closing open connections", "err", err)
 			_ = hs.Close()
 		}
-		<-serveDone
+		if err := <-serveDone; !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
+		}
 		return nil
 	case err := <-serveDone:
 		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)

@@ -27,7 +27,7 @@ func fakeBackend(t *testing.T, healthy *atomic.Bool) *httptest.Server {
 			}
 			return
 		}
-		io.WriteString(w, "served "+r.URL.Path)
+		_, _ = io.WriteString(w, "served "+r.URL.Path)
 	}))
 	t.Cleanup(srv.Close)
 	return srv

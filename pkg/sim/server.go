@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -150,7 +151,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 			_ = hs.Close()
 		}
 		cancel()
-		<-serveDone
+		if serr := <-serveDone; !errors.Is(serr, http.ErrServerClosed) {
+			err = fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), serr)
+		}
 	case err = <-serveDone:
 		err = fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
 	}

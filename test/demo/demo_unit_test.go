@@ -104,12 +104,12 @@ func TestRecorder(t *testing.T) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(firstAfter)
 		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, "data: {\"text\":\"a\"}\n\n")
+		_, _ = io.WriteString(w, "data: {\"text\":\"a\"}\n\n")
 		w.(http.Flusher).Flush()
 		time.Sleep(20 * time.Millisecond)
-		io.WriteString(w, "data: [DONE]\n\n")
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	})}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }() // http.ErrServerClosed after Close
 	t.Cleanup(func() { srv.Close() })
 
 	tr := &http.Transport{}
@@ -265,8 +265,10 @@ func TestChildProcesses(t *testing.T) {
 	if !slices.Contains(self(), fmt.Sprintf("%d sleep", pid)) {
 		t.Errorf("children %v lack %d sleep", self(), pid)
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill sleep: %v", err)
+	}
+	_ = cmd.Wait() // "signal: killed", from the kill above
 	if slices.Contains(self(), fmt.Sprintf("%d sleep", pid)) {
 		t.Errorf("children %v still list %d after it exited", self(), pid)
 	}

@@ -440,7 +440,7 @@ func runContrast(e *framework.Environment, ns, selector string, want int) (strin
 		return problem == nil, nil
 	})
 	if err != nil {
-		return out, fmt.Errorf("the contrast table never showed %d busy, idle pods read as headroom: %v (%w)", want, problem, err)
+		return out, fmt.Errorf("the contrast table never showed %d busy, idle pods read as headroom: %w (%w)", want, problem, err)
 	}
 	return out, nil
 }

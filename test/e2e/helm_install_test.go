@@ -618,7 +618,7 @@ func serveChartPage(t *testing.T, page string) (ip string, port int) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		fmt.Fprint(w, page)
 	})}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }() // http.ErrServerClosed after Close
 	t.Cleanup(func() { srv.Close() })
 	return ip, l.Addr().(*net.TCPAddr).Port
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +41,7 @@ func postRenderServiceToLoopback(r io.Reader, w io.Writer) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for {
 		var obj map[string]any
-		if err := dec.Decode(&obj); err == io.EOF {
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("post-render: decode: %w", err)
@@ -346,7 +347,7 @@ spec:
 	var got []map[string]any
 	for {
 		var obj map[string]any
-		if err := dec.Decode(&obj); err == io.EOF {
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatal(err)

@@ -157,7 +157,7 @@ func pollTop(ctx context.Context, bin string, args []string, check func(contrast
 		return problem == nil, nil
 	})
 	if err != nil {
-		return rep, out, fmt.Errorf("%v (%w)", problem, err)
+		return rep, out, fmt.Errorf("%w (%w)", problem, err)
 	}
 	return rep, out, nil
 }

@@ -160,7 +160,7 @@ func (e *env) startFleet(ctx context.Context, o options, pagePath string) error 
 		c := &fleetClient{from: from, to: to, url: "http://" + addr, http: httpc}
 		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			if exited, werr := p.Exited(); exited {
-				return false, fmt.Errorf("fleet process %d exited: %v\n%s", k, werr, p.Tail(20))
+				return false, fmt.Errorf("fleet process %d exited: %v\n%s", k, werr, p.Tail(20)) //nolint:errorlint // werr is nil on a clean exit
 			}
 			return c.get(ctx, "/healthz", nil) == nil, nil
 		})

@@ -89,7 +89,7 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 	a = &Adapter{cp: cp, cfg: cfg, ServerName: cfg.Service + "." + cfg.Namespace + ".svc"}
 	defer func() {
 		if err != nil {
-			a.Stop(context.Background())
+			err = errors.Join(err, a.Stop(context.Background()))
 		}
 	}()
 	// One directory per Service: the adapter reloads its certificate files

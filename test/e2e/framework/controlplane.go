@@ -75,7 +75,7 @@ func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...strin
 	cp = started
 	defer func() {
 		if err != nil {
-			started.Stop() // cp is nil on error returns
+			err = errors.Join(err, started.Stop()) // cp is nil on error returns
 		}
 	}()
 	pki := filepath.Join(dir, "pki")
@@ -356,7 +356,7 @@ func waitHTTP(ctx context.Context, p *Process, c *http.Client, url string, timeo
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if exited, werr := p.Exited(); exited {
-			return false, fmt.Errorf("%s exited: %v", p.Name, werr)
+			return false, fmt.Errorf("%s exited: %v", p.Name, werr) //nolint:errorlint // werr is nil on a clean exit
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

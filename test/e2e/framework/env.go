@@ -73,7 +73,7 @@ func Setup(ctx context.Context, root, binDir string) (e *Environment, err error)
 	e = &Environment{Dir: dir, unavailable: map[string]error{}}
 	defer func() {
 		if err != nil {
-			e.Teardown(context.Background())
+			err = errors.Join(err, e.Teardown(context.Background()))
 		}
 	}()
 	bins := filepath.Join(dir, "bin")

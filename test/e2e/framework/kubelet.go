@@ -468,9 +468,9 @@ func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod, ru
 		return nil, err
 	}
 	if err := waitListening(ctx, proc, net.JoinHostPort(ip, strconv.Itoa(int(port))), 15*time.Second); err != nil {
-		proc.Stop(2 * time.Second)
+		stopErr := proc.Stop(2 * time.Second)
 		k.releaseGPUs(key)
-		return nil, err
+		return nil, errors.Join(err, stopErr)
 	}
 	sp := &simPod{uid: pod.UID, ip: ip, port: port, labels: labels.Set(pod.Labels), proc: proc, stop: make(chan struct{})}
 	url, probed := probeURL(c, ip, port)
@@ -573,13 +573,13 @@ func waitListening(ctx context.Context, p *Process, addr string, timeout time.Du
 	deadline := time.Now().Add(timeout)
 	for {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited before listening on %s: %v\n%s", p.Name, addr, err, p.Tail(20))
+			return fmt.Errorf("%s exited before listening on %s: %v\n%s", p.Name, addr, err, p.Tail(20)) //nolint:errorlint // err is nil on a clean exit
 		}
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			conn.Close()
 			if exited, err := p.Exited(); exited { // someone else took addr first
-				return fmt.Errorf("%s exited: %v\n%s", p.Name, err, p.Tail(20))
+				return fmt.Errorf("%s exited: %v\n%s", p.Name, err, p.Tail(20)) //nolint:errorlint // err is nil on a clean exit
 			}
 			return nil
 		}

@@ -45,7 +45,7 @@ func StartAdapterReplicas(ctx context.Context, cp *ControlPlane, cfg AdapterConf
 	r := &AdapterReplicas{Adapter: a}
 	defer func() {
 		if err != nil {
-			r.Stop(context.Background())
+			err = errors.Join(err, r.Stop(context.Background()))
 		}
 	}()
 	if a.CA, err = NewCA("e2e-adapter-ca"); err != nil {

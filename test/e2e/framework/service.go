@@ -51,7 +51,7 @@ func StartServiceProxy(endpoints func() []string) (*ServiceProxy, error) {
 		}
 		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), backendKey{}, target)))
 	})}
-	go p.srv.Serve(l)
+	go func() { _ = p.srv.Serve(l) }() // http.ErrServerClosed after Close
 	return p, nil
 }
 
