@@ -11,7 +11,7 @@ PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
-.PHONY: all build test unit e2e tools bench fuzz verify fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images images-local help
+.PHONY: all build test unit e2e tools bench fuzz verify lint lint-tools fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images images-local help
 
 all: build
 
@@ -49,14 +49,28 @@ tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@cd test/tools && $(GO) mod tidy -diff || { echo "test/tools/go.mod is not tidy: run (cd test/tools && go mod tidy)"; exit 1; }
 
-verify: ## gofmt, go vet, go mod tidy clean, generated files current, the dashboard and alerts lint
+verify: ## gofmt, go vet, go mod tidy clean, generated files current, the dashboard and alerts lint, the release chart stamp, make lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^test/tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(PROGRESS) "go vet" $(GO) vet ./...
 	@$(MAKE) --no-print-directory tidy-check
 	@echo "verify: manifests/ against the chart (the first run builds helm and the control plane, cached: minutes)"
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi
-	@echo "verify: the chart's Grafana dashboard and PrometheusRule (promql/parser, rulefmt)"
-	@bin_dir=$$(./test/tools/build.sh | tail -n1) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) "dashboard and alerts" $(GO) test -count=1 -run '^(TestDashboard|TestPrometheusRule|TestPrometheusRuleNeedsSelfMetrics|TestMonitoringOptIn|TestSeries|TestExpandRefusesUnknownVariables|TestLoadRulesRefuses|TestOtherSeriesDocumented)$$' ./test/helm/
+	@echo "verify: the chart's Grafana dashboard and PrometheusRule (promql/parser, rulefmt); the release workflow's chart stamp (hack/stamp-chart.sh)"
+	@bin_dir=$$(./test/tools/build.sh | tail -n1) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) "dashboard, alerts, chart stamp" $(GO) test -count=1 -run '^(TestDashboard|TestPrometheusRule|TestPrometheusRuleNeedsSelfMetrics|TestMonitoringOptIn|TestSeries|TestExpandRefusesUnknownVariables|TestLoadRulesRefuses|TestOtherSeriesDocumented|TestStampChart|TestStampChartRefuses)$$' ./test/helm/
+	@$(MAKE) --no-print-directory lint
+
+lint-tools: ## Build golangci-lint and actionlint (versions pinned in hack/lint-tools.sh) once, cached outside the repository
+	@$(PROGRESS) "lint tools" ./hack/lint-tools.sh >/dev/null
+
+# actionlint's shellcheck and pyflakes passes are off: neither is a Go tool, so
+# they would run in CI (where the runner has shellcheck) and not here.
+lint: ## golangci-lint (.golangci.yml) on the module and actionlint on .github/workflows; fails on a finding
+	@echo "lint: golangci-lint and actionlint (the first run builds them, cached outside the repository: about 20 minutes on a busy 2-core machine)"
+	@bin_dir=$$($(PROGRESS) "lint tools" ./hack/lint-tools.sh) && \
+	  echo "lint: golangci-lint run ./... (a cold run type-checks every dependency: minutes)" && \
+	  $(PROGRESS) golangci-lint $$bin_dir/golangci-lint run ./... && \
+	  echo "lint: actionlint .github/workflows" && \
+	  $$bin_dir/actionlint -shellcheck= -pyflakes=
 
 demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue size
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/demo
