@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // The series read from the page (see docs/gpu-agent.md).
@@ -32,19 +32,19 @@ var ErrNotAgentPage = errors.New("not a gpu-agent page: no gpu_agent_up series")
 
 // PodGPU is what the agent's page says about one pod's GPUs. GPUs is the
 // number of GPUs (or MIG devices) the kubelet allocated to the pod. Values
-// holds the GPU signals (signals.GPUUtilization, signals.GPUSMActive,
-// signals.GPUMemoryUsedBytes) that Has says are present.
+// holds the GPU signals (catalog.GPUUtilization, catalog.GPUSMActive,
+// catalog.GPUMemoryUsedBytes) that Has says are present.
 type PodGPU struct {
 	Namespace string
 	Pod       string
 	GPUs      int
-	Values    [signals.Count]float64
-	Has       signals.Set
+	Values    [catalog.Count]float64
+	Has       catalog.Set
 }
 
 // Value returns the value of s and whether the page had it for the pod.
-func (p *PodGPU) Value(s signals.Signal) (float64, bool) {
-	if s >= signals.Count || !p.Has.Has(s) {
+func (p *PodGPU) Value(s catalog.Signal) (float64, bool) {
+	if s >= catalog.Count || !p.Has.Has(s) {
 		return 0, false
 	}
 	return p.Values[s], true
@@ -80,8 +80,8 @@ type Parser struct {
 
 // podAcc accumulates the values of one pod.
 type podAcc struct {
-	sum      [signals.Count]float64
-	n        [signals.Count]int
+	sum      [catalog.Count]float64
+	n        [catalog.Count]int
 	gpus     int
 	hasGPUs  bool
 	distinct int
@@ -91,7 +91,7 @@ type podAcc struct {
 // GPU shared by two containers of the pod counts once.
 type seenGPU struct {
 	pod    int
-	signal signals.Signal
+	signal catalog.Signal
 	uuid   []byte
 }
 
@@ -126,18 +126,18 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 			gpuSignal
 		)
 		var kind int
-		var sig signals.Signal
+		var sig catalog.Signal
 		switch string(name) {
 		case metricUp:
 			kind = up
 		case metricPodGPUs:
 			kind = podGPUs
 		case metricUtil:
-			kind, sig = gpuSignal, signals.GPUUtilization
+			kind, sig = gpuSignal, catalog.GPUUtilization
 		case metricSM:
-			kind, sig = gpuSignal, signals.GPUSMActive
+			kind, sig = gpuSignal, catalog.GPUSMActive
 		case metricMemUsed:
-			kind, sig = gpuSignal, signals.GPUMemoryUsedBytes
+			kind, sig = gpuSignal, catalog.GPUMemoryUsedBytes
 		default:
 			continue
 		}
@@ -163,7 +163,7 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 			if len(pod) == 0 || math.IsNaN(v) {
 				continue // a GPU no pod holds, or no value
 			}
-			if v < 0 || sig != signals.GPUMemoryUsedBytes && v > 1 {
+			if v < 0 || sig != catalog.GPUMemoryUsedBytes && v > 1 {
 				return nil, fmt.Errorf("agent page line %d (%s): value %v out of range", lineNo, name, v)
 			}
 			i := p.pod(ns, pod)
@@ -184,12 +184,12 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 		if !a.hasGPUs {
 			o.GPUs = a.distinct
 		}
-		for _, s := range [...]signals.Signal{signals.GPUUtilization, signals.GPUSMActive, signals.GPUMemoryUsedBytes} {
+		for _, s := range [...]catalog.Signal{catalog.GPUUtilization, catalog.GPUSMActive, catalog.GPUMemoryUsedBytes} {
 			if a.n[s] == 0 {
 				continue
 			}
 			v := a.sum[s]
-			if s.Aggregation() == signals.Mean {
+			if s.Aggregation() == catalog.Mean {
 				v /= float64(a.n[s])
 			}
 			o.Values[s] = v
@@ -219,7 +219,7 @@ func (p *Parser) pod(ns, pod []byte) int {
 
 // counted reports whether the GPU's series for the pod and signal was
 // already counted, and records it if not.
-func (p *Parser) counted(pod int, sig signals.Signal, uuid []byte) bool {
+func (p *Parser) counted(pod int, sig catalog.Signal, uuid []byte) bool {
 	newGPU := true
 	for _, s := range p.seen {
 		if s.pod == pod && bytes.Equal(s.uuid, uuid) {

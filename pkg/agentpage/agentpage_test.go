@@ -19,11 +19,11 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/gpuagent"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // agentPage runs the real agent collector over a fake NVML profile and a real
@@ -69,13 +69,13 @@ func agentPage(t testing.TB, profile string, set func(s *podresourcestest.Server
 
 func uuid(profile string, i int) string { return nvml.FakeUUID(profile, i) }
 
-func values(util, sm, mem float64) ([signals.Count]float64, signals.Set) {
-	var v [signals.Count]float64
-	var has signals.Set
+func values(util, sm, mem float64) ([catalog.Count]float64, catalog.Set) {
+	var v [catalog.Count]float64
+	var has catalog.Set
 	for _, x := range []struct {
-		s signals.Signal
+		s catalog.Signal
 		v float64
-	}{{signals.GPUUtilization, util}, {signals.GPUSMActive, sm}, {signals.GPUMemoryUsedBytes, mem}} {
+	}{{catalog.GPUUtilization, util}, {catalog.GPUSMActive, sm}, {catalog.GPUMemoryUsedBytes, mem}} {
 		if x.v >= 0 {
 			v[x.s] = x.v
 			has = has.Add(x.s)
@@ -236,10 +236,10 @@ gpu_agent_pod_gpus{namespace="ns2",pod="q"} 4
 func TestPodGPUValue(t *testing.T) {
 	p := pod("ns", "p", 1, 0.5, -1, 3)
 	for _, tt := range []struct {
-		s    signals.Signal
+		s    catalog.Signal
 		v    float64
 		want bool
-	}{{signals.GPUUtilization, 0.5, true}, {signals.GPUSMActive, 0, false}, {signals.GPUMemoryUsedBytes, 3, true}, {signals.QueueSize, 0, false}, {signals.Count, 0, false}} {
+	}{{catalog.GPUUtilization, 0.5, true}, {catalog.GPUSMActive, 0, false}, {catalog.GPUMemoryUsedBytes, 3, true}, {catalog.QueueSize, 0, false}, {catalog.Count, 0, false}} {
 		if v, ok := p.Value(tt.s); v != tt.v || ok != tt.want {
 			t.Errorf("Value(%v) = %v, %v", tt.s, v, ok)
 		}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // maxPage bounds one /metrics page.
@@ -76,7 +76,7 @@ func readPage(p *parse.Parser, body []byte, model string) (reading, error) {
 	}
 	var r reading
 	for i := range models {
-		add := func(dst **float64, s signals.Signal, keepMax bool) {
+		add := func(dst **float64, s catalog.Signal, keepMax bool) {
 			v, ok := models[i].Value(s)
 			switch {
 			case !ok:
@@ -88,10 +88,10 @@ func readPage(p *parse.Parser, body []byte, model string) (reading, error) {
 				**dst += v
 			}
 		}
-		add(&r.queue, signals.QueueSize, false)
-		add(&r.batch, signals.BatchSize, false)
-		add(&r.kv, signals.KVCacheUsage, true)
-		if v, ok := models[i].Counter(signals.Preemptions); ok {
+		add(&r.queue, catalog.QueueSize, false)
+		add(&r.batch, catalog.BatchSize, false)
+		add(&r.kv, catalog.KVCacheUsage, true)
+		if v, ok := models[i].Counter(catalog.Preemptions); ok {
 			if r.preemptions == nil {
 				r.preemptions = new(float64)
 			}

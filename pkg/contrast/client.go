@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	cmclient "k8s.io/metrics/pkg/client/custom_metrics"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // GPUResource is the extended resource whose requests count a pod's GPUs.
@@ -90,14 +90,14 @@ func (c *Client) Pods(ctx context.Context, namespace, selector string) ([]Row, e
 		if !running(p) {
 			continue
 		}
-		r := &Row{Pod: p.Name, GPUs: PodGPUs(p), Values: map[signals.Signal]float64{}}
+		r := &Row{Pod: p.Name, GPUs: PodGPUs(p), Values: map[catalog.Signal]float64{}}
 		byName[p.Name] = r
 		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("no running pods match %q in namespace %s", selector, namespace)
 	}
-	for _, s := range signals.All() {
+	for _, s := range catalog.All() {
 		vals, _, err := c.podValues(ctx, namespace, sel, s)
 		if err != nil {
 			return nil, err
@@ -119,7 +119,7 @@ func (c *Client) Pods(ctx context.Context, namespace, selector string) ([]Row, e
 // podValues asks the custom metrics API for s of the pods matching sel, as
 // the HPA asks for a Pods metric. A 404 (no pod has a value) is an empty
 // answer with the API's reason, not an error.
-func (c *Client) podValues(ctx context.Context, namespace string, sel labels.Selector, s signals.Signal) (vals map[string]float64, why string, err error) {
+func (c *Client) podValues(ctx context.Context, namespace string, sel labels.Selector, s catalog.Signal) (vals map[string]float64, why string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -139,7 +139,7 @@ func (c *Client) podValues(ctx context.Context, namespace string, sel labels.Sel
 
 // objectValue asks for s of one Deployment, as the HPA asks for an Object
 // metric. A 404 returns ok false and the API's reason, not an error.
-func (c *Client) objectValue(ctx context.Context, namespace, name string, s signals.Signal) (v float64, ok bool, why string, err error) {
+func (c *Client) objectValue(ctx context.Context, namespace, name string, s catalog.Signal) (v float64, ok bool, why string, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, "", err
 	}

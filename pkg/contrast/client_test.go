@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/contrast/contrasttest"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // fleet is two Deployments on the stand-in API: llm (two pods, 1 and 2
@@ -49,7 +49,7 @@ func TestClientDeployments(t *testing.T) {
 	if diff := cmp.Diff(wantPods, ws[0].Pods, approx); diff != "" {
 		t.Errorf("llm pods (-want +got):\n%s", diff)
 	}
-	wantValues := map[signals.Signal]float64{signals.GenerationTokensPerSecond: 300, signals.RequestsPerSecond: 10, signals.TimeToFirstTokenP90: 0.8, signals.TimeToFirstTokenP99: 1.5}
+	wantValues := map[catalog.Signal]float64{catalog.GenerationTokensPerSecond: 300, catalog.RequestsPerSecond: 10, catalog.TimeToFirstTokenP90: 0.8, catalog.TimeToFirstTokenP99: 1.5}
 	if diff := cmp.Diff(wantValues, ws[0].Values, approx); diff != "" {
 		t.Errorf("llm values (-want +got):\n%s", diff)
 	}
@@ -89,8 +89,8 @@ func TestClientPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Row{
-		{Pod: "llm-a", GPUs: 1, Values: map[signals.Signal]float64{signals.GPUUtilization: 1, signals.GPUSMActive: 0.4, signals.QueueSize: 0}},
-		{Pod: "llm-b", GPUs: 2, Values: map[signals.Signal]float64{signals.GPUUtilization: 0.4, signals.GPUSMActive: 0.1, signals.QueueSize: 3}},
+		{Pod: "llm-a", GPUs: 1, Values: map[catalog.Signal]float64{catalog.GPUUtilization: 1, catalog.GPUSMActive: 0.4, catalog.QueueSize: 0}},
+		{Pod: "llm-b", GPUs: 2, Values: map[catalog.Signal]float64{catalog.GPUUtilization: 0.4, catalog.GPUSMActive: 0.1, catalog.QueueSize: 3}},
 	}
 	if diff := cmp.Diff(want, rows, approx); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)

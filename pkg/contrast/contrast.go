@@ -11,7 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // Row is what is known about one pod. A signal missing from Values was not
@@ -20,10 +20,10 @@ type Row struct {
 	Pod string
 	// GPUs is the number of GPUs the pod requests (nvidia.com/gpu limits).
 	GPUs   int64
-	Values map[signals.Signal]float64
+	Values map[catalog.Signal]float64
 }
 
-func (r Row) get(s signals.Signal) (float64, bool) {
+func (r Row) get(s catalog.Signal) (float64, bool) {
 	v, ok := r.Values[s]
 	return v, ok
 }
@@ -38,11 +38,11 @@ const (
 
 // Reading returns the one-line reading for a row.
 func Reading(r Row) string {
-	q, hasQ := r.get(signals.QueueSize)
-	util, hasU := r.get(signals.GPUUtilization)
-	kv, hasKV := r.get(signals.KVCacheUsage)
-	fill, hasFill := r.get(signals.BatchFill)
-	_, hasB := r.get(signals.BatchSize)
+	q, hasQ := r.get(catalog.QueueSize)
+	util, hasU := r.get(catalog.GPUUtilization)
+	kv, hasKV := r.get(catalog.KVCacheUsage)
+	fill, hasFill := r.get(catalog.BatchFill)
+	_, hasB := r.get(catalog.BatchSize)
 	switch {
 	case !hasQ && !hasB:
 		return "no serving signals: the server's page was not scraped or lacks the series"
@@ -69,8 +69,8 @@ func Write(w io.Writer, rows []Row) error {
 	fmt.Fprintln(tw, "POD\tGPUS\tGPU UTIL\tSM ACTIVE\tBATCH\tQUEUE\tKV\tREADING")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Pod, gpus(r.GPUs),
-			cell(r, signals.GPUUtilization, pct), cell(r, signals.GPUSMActive, pct),
-			batchCell(r), cell(r, signals.QueueSize, num), cell(r, signals.KVCacheUsage, pct), Reading(r))
+			cell(r, catalog.GPUUtilization, pct), cell(r, catalog.GPUSMActive, pct),
+			batchCell(r), cell(r, catalog.QueueSize, num), cell(r, catalog.KVCacheUsage, pct), Reading(r))
 	}
 	return tw.Flush()
 }
@@ -82,7 +82,7 @@ func gpus(n int64) string {
 	return fmt.Sprint(n)
 }
 
-func cell(r Row, s signals.Signal, f func(float64) string) string {
+func cell(r Row, s catalog.Signal, f func(float64) string) string {
 	v, ok := r.get(s)
 	if !ok {
 		return "-"
@@ -91,11 +91,11 @@ func cell(r Row, s signals.Signal, f func(float64) string) string {
 }
 
 func batchCell(r Row) string {
-	b, ok := r.get(signals.BatchSize)
+	b, ok := r.get(catalog.BatchSize)
 	if !ok {
 		return "-"
 	}
-	if fill, ok := r.get(signals.BatchFill); ok {
+	if fill, ok := r.get(catalog.BatchFill); ok {
 		return fmt.Sprintf("%s (%s)", num(b), pct(fill))
 	}
 	return num(b)

@@ -5,23 +5,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 func TestReading(t *testing.T) {
-	v := func(kv ...float64) map[signals.Signal]float64 {
-		m := map[signals.Signal]float64{}
+	v := func(kv ...float64) map[catalog.Signal]float64 {
+		m := map[catalog.Signal]float64{}
 		for i := 0; i+1 < len(kv); i += 2 {
-			m[signals.Signal(kv[i])] = kv[i+1]
+			m[catalog.Signal(kv[i])] = kv[i+1]
 		}
 		return m
 	}
 	const (
-		Q, B, KV, F, U = float64(signals.QueueSize), float64(signals.BatchSize), float64(signals.KVCacheUsage), float64(signals.BatchFill), float64(signals.GPUUtilization)
+		Q, B, KV, F, U = float64(catalog.QueueSize), float64(catalog.BatchSize), float64(catalog.KVCacheUsage), float64(catalog.BatchFill), float64(catalog.GPUUtilization)
 	)
 	cases := []struct {
 		name string
-		vals map[signals.Signal]float64
+		vals map[catalog.Signal]float64
 		want string
 	}{
 		{"busy GPU with batch room", v(Q, 0, B, 6, F, 0.3, U, 0.98), "GPU busy (98%), batch at 30% of its running maximum, no queue: headroom"},
@@ -45,8 +45,8 @@ func TestReading(t *testing.T) {
 func TestWriteShowsMissingAsDash(t *testing.T) {
 	var buf bytes.Buffer
 	rows := []Row{
-		{Pod: "llm-0", GPUs: 1, Values: map[signals.Signal]float64{signals.QueueSize: 0, signals.BatchSize: 6, signals.GPUUtilization: 0.98}},
-		{Pod: "llm-1", Values: map[signals.Signal]float64{}},
+		{Pod: "llm-0", GPUs: 1, Values: map[catalog.Signal]float64{catalog.QueueSize: 0, catalog.BatchSize: 6, catalog.GPUUtilization: 0.98}},
+		{Pod: "llm-1", Values: map[catalog.Signal]float64{}},
 	}
 	if err := Write(&buf, rows); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // PodsReport is `contrast -o json`: one entry per Running pod.
@@ -29,8 +29,8 @@ type PodJSON struct {
 func NewPodsReport(namespace, selector string, rows []Row) PodsReport {
 	r := PodsReport{Namespace: namespace, Selector: selector, Pods: make([]PodJSON, 0, len(rows))}
 	for _, row := range rows {
-		p := PodJSON{Pod: row.Pod, GPUs: row.GPUs, Values: make(map[string]*float64, signals.Count), Reading: Reading(row)}
-		for _, s := range signals.All() {
+		p := PodJSON{Pod: row.Pod, GPUs: row.GPUs, Values: make(map[string]*float64, catalog.Count), Reading: Reading(row)}
+		for _, s := range catalog.All() {
 			if v, ok := row.Values[s]; ok {
 				p.Values[s.Name()] = &v
 			} else {

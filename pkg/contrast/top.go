@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // SLO is a latency objective each request should meet; a zero bound is not
@@ -38,15 +38,15 @@ type PodGPU struct {
 type Workload struct {
 	Name    string
 	Pods    []PodGPU
-	Values  map[signals.Signal]float64
+	Values  map[catalog.Signal]float64
 	Missing map[string]string
 }
 
 // objectSignals are the Deployment's Object metrics `top` reads.
-var objectSignals = []signals.Signal{
-	signals.GenerationTokensPerSecond, signals.RequestsPerSecond,
-	signals.TimeToFirstTokenP50, signals.TimeToFirstTokenP90, signals.TimeToFirstTokenP99,
-	signals.E2ELatencyP50, signals.E2ELatencyP90, signals.E2ELatencyP99,
+var objectSignals = []catalog.Signal{
+	catalog.GenerationTokensPerSecond, catalog.RequestsPerSecond,
+	catalog.TimeToFirstTokenP50, catalog.TimeToFirstTokenP90, catalog.TimeToFirstTokenP99,
+	catalog.E2ELatencyP50, catalog.E2ELatencyP90, catalog.E2ELatencyP99,
 }
 
 // Deployments reads, for each Deployment in namespace whose labels match
@@ -63,7 +63,7 @@ func (c *Client) Deployments(ctx context.Context, namespace, selector string) ([
 	out := make([]Workload, 0, len(deps.Items))
 	for i := range deps.Items {
 		d := &deps.Items[i]
-		w := Workload{Name: d.Name, Values: map[signals.Signal]float64{}, Missing: map[string]string{}}
+		w := Workload{Name: d.Name, Values: map[catalog.Signal]float64{}, Missing: map[string]string{}}
 		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 		if err != nil || sel.Empty() {
 			w.Missing["pods"] = fmt.Sprintf("deployment %s has no usable selector (%v)", d.Name, err)
@@ -97,7 +97,7 @@ func (c *Client) readWorkload(ctx context.Context, namespace string, sel labels.
 	for i := range w.Pods {
 		byName[w.Pods[i].Name] = &w.Pods[i]
 	}
-	for _, s := range []signals.Signal{signals.GPUUtilization, signals.GPUSMActive} {
+	for _, s := range []catalog.Signal{catalog.GPUUtilization, catalog.GPUSMActive} {
 		vals, why, err := c.podValues(ctx, namespace, sel, s)
 		if err != nil {
 			return err
@@ -107,7 +107,7 @@ func (c *Client) readWorkload(ctx context.Context, namespace string, sel labels.
 		}
 		for name, v := range vals {
 			if p := byName[name]; p != nil {
-				if s == signals.GPUUtilization {
+				if s == catalog.GPUUtilization {
 					p.Util = &v
 				} else {
 					p.SM = &v
@@ -190,16 +190,16 @@ func Summarize(w Workload, slo SLO, gpuHourPrice float64) Summary {
 	s.GPUBusyShare = gpuWeighted(w.Pods, func(p PodGPU) *float64 { return p.Util })
 	s.GPUSMActiveShare = gpuWeighted(w.Pods, func(p PodGPU) *float64 { return p.SM })
 
-	val := func(sig signals.Signal) *float64 {
+	val := func(sig catalog.Signal) *float64 {
 		if v, ok := w.Values[sig]; ok {
 			return &v
 		}
 		return nil
 	}
-	s.GenerationTokensPerSecond = val(signals.GenerationTokensPerSecond)
-	s.RequestsPerSecond = val(signals.RequestsPerSecond)
-	s.TimeToFirstToken = Percentiles{val(signals.TimeToFirstTokenP50), val(signals.TimeToFirstTokenP90), val(signals.TimeToFirstTokenP99)}
-	s.E2ELatency = Percentiles{val(signals.E2ELatencyP50), val(signals.E2ELatencyP90), val(signals.E2ELatencyP99)}
+	s.GenerationTokensPerSecond = val(catalog.GenerationTokensPerSecond)
+	s.RequestsPerSecond = val(catalog.RequestsPerSecond)
+	s.TimeToFirstToken = Percentiles{val(catalog.TimeToFirstTokenP50), val(catalog.TimeToFirstTokenP90), val(catalog.TimeToFirstTokenP99)}
+	s.E2ELatency = Percentiles{val(catalog.E2ELatencyP50), val(catalog.E2ELatencyP90), val(catalog.E2ELatencyP99)}
 
 	if s.GenerationTokensPerSecond != nil && s.GPUsAllocated > 0 {
 		s.TokensPerGPUSecond = ptr(*s.GenerationTokensPerSecond / float64(s.GPUsAllocated))

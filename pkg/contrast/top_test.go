@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 func f(v float64) *float64 { return &v }
@@ -21,9 +21,9 @@ func f(v float64) *float64 { return &v }
 var approx = cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
 
 func TestSummarize(t *testing.T) {
-	rates := map[signals.Signal]float64{signals.GenerationTokensPerSecond: 300, signals.RequestsPerSecond: 10}
-	withPct := func(ttft50, ttft90, ttft99 float64) map[signals.Signal]float64 {
-		m := map[signals.Signal]float64{signals.TimeToFirstTokenP50: ttft50, signals.TimeToFirstTokenP90: ttft90, signals.TimeToFirstTokenP99: ttft99}
+	rates := map[catalog.Signal]float64{catalog.GenerationTokensPerSecond: 300, catalog.RequestsPerSecond: 10}
+	withPct := func(ttft50, ttft90, ttft99 float64) map[catalog.Signal]float64 {
+		m := map[catalog.Signal]float64{catalog.TimeToFirstTokenP50: ttft50, catalog.TimeToFirstTokenP90: ttft90, catalog.TimeToFirstTokenP99: ttft99}
 		for k, v := range rates {
 			m[k] = v
 		}
@@ -51,7 +51,7 @@ func TestSummarize(t *testing.T) {
 		want: Summary{Deployment: "cpu", Pods: 1, GenerationTokensPerSecond: f(300), RequestsPerSecond: f(10)},
 	}, {
 		name: "measured zero stays zero",
-		w:    Workload{Name: "idle", Pods: []PodGPU{{Name: "a", GPUs: 1, Util: f(0)}}, Values: map[signals.Signal]float64{signals.GenerationTokensPerSecond: 0}},
+		w:    Workload{Name: "idle", Pods: []PodGPU{{Name: "a", GPUs: 1, Util: f(0)}}, Values: map[catalog.Signal]float64{catalog.GenerationTokensPerSecond: 0}},
 		want: Summary{Deployment: "idle", Pods: 1, GPUsAllocated: 1, GPUBusyShare: f(0), GenerationTokensPerSecond: f(0), TokensPerGPUSecond: f(0)},
 	}, {
 		name: "no running pods",
@@ -197,7 +197,7 @@ func TestTopJSONShape(t *testing.T) {
 }
 
 func TestPodsJSONShape(t *testing.T) {
-	rep := NewPodsReport("ns", "app=llm", []Row{{Pod: "p", GPUs: 1, Values: map[signals.Signal]float64{signals.QueueSize: 0, signals.GPUUtilization: 1}}})
+	rep := NewPodsReport("ns", "app=llm", []Row{{Pod: "p", GPUs: 1, Values: map[catalog.Signal]float64{catalog.QueueSize: 0, catalog.GPUUtilization: 1}}})
 	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestPodsJSONShape(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Pods) != 1 || len(got.Pods[0].Values) != int(signals.Count) {
+	if len(got.Pods) != 1 || len(got.Pods[0].Values) != int(catalog.Count) {
 		t.Fatalf("want one pod with every signal named: %s", b)
 	}
 	vals := got.Pods[0].Values
@@ -231,7 +231,7 @@ func TestPodsJSONShape(t *testing.T) {
 func TestWriteTop(t *testing.T) {
 	rows := []Summary{
 		Summarize(Workload{Name: "llm", Pods: []PodGPU{{Name: "a", GPUs: 2, Util: f(0.5), SM: f(0.25)}},
-			Values: map[signals.Signal]float64{signals.GenerationTokensPerSecond: 100, signals.RequestsPerSecond: 2, signals.TimeToFirstTokenP50: 0.1, signals.TimeToFirstTokenP90: 0.5, signals.TimeToFirstTokenP99: 2}},
+			Values: map[catalog.Signal]float64{catalog.GenerationTokensPerSecond: 100, catalog.RequestsPerSecond: 2, catalog.TimeToFirstTokenP50: 0.1, catalog.TimeToFirstTokenP90: 0.5, catalog.TimeToFirstTokenP99: 2}},
 			SLO{TimeToFirstToken: time.Second}, 2),
 		Summarize(Workload{Name: "new", Pods: []PodGPU{{Name: "b", GPUs: 1}}}, SLO{TimeToFirstToken: time.Second}, 2),
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // The trigger metadata keys the scaler reads (docs/keda.md).
@@ -80,7 +80,7 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 	}
 
 	q.metric = vals[KeyMetricName]
-	if _, ok := signals.ByName(q.metric); !ok && q.metric != signals.FrontDoorPendingRequests && q.metric != signals.DemandPerReplica {
+	if _, ok := catalog.ByName(q.metric); !ok && q.metric != catalog.FrontDoorPendingRequests && q.metric != catalog.DemandPerReplica {
 		if q.metric == "" {
 			return q, fmt.Errorf("%s is required: one of %s", KeyMetricName, servedNames())
 		}
@@ -121,11 +121,11 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 
 	// The metrics served on one kind of object only.
 	switch {
-	case q.metric == signals.FrontDoorPendingRequests && q.kind != kindService:
+	case q.metric == catalog.FrontDoorPendingRequests && q.kind != kindService:
 		return q, fmt.Errorf("%s is served on a Service (the one its front door's pods name): set %s, not %s", q.metric, KeyService, set[0])
-	case q.metric != signals.FrontDoorPendingRequests && q.kind == kindService:
-		return q, fmt.Errorf("a %s serves only %s (its front door's held requests), not %s", KeyService, signals.FrontDoorPendingRequests, q.metric)
-	case q.metric == signals.DemandPerReplica && q.kind != kindDeployment && q.kind != kindStatefulSet:
+	case q.metric != catalog.FrontDoorPendingRequests && q.kind == kindService:
+		return q, fmt.Errorf("a %s serves only %s (its front door's held requests), not %s", KeyService, catalog.FrontDoorPendingRequests, q.metric)
+	case q.metric == catalog.DemandPerReplica && q.kind != kindDeployment && q.kind != kindStatefulSet:
 		return q, fmt.Errorf("%s is served on a Deployment or StatefulSet: set %s or %s, not %s", q.metric, KeyDeployment, KeyStatefulSet, set[0])
 	}
 
@@ -218,9 +218,9 @@ func parsePodSelector(s string) (labels.Selector, error) {
 
 func servedNames() string {
 	var names []string
-	for _, s := range signals.All() {
+	for _, s := range catalog.All() {
 		names = append(names, s.Name())
 	}
-	names = append(names, signals.DemandPerReplica+" (deployment or statefulSet)", signals.FrontDoorPendingRequests+" (service)")
+	names = append(names, catalog.DemandPerReplica+" (deployment or statefulSet)", catalog.FrontDoorPendingRequests+" (service)")
 	return strings.Join(names, ", ")
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 func FuzzParse(f *testing.F) {
@@ -149,7 +149,7 @@ func checkPage(t *testing.T, data []byte, pg Page) {
 		if mod.Has == 0 {
 			t.Fatalf("model %q without signals", mod.Name)
 		}
-		for _, s := range []signals.Signal{sQ, sB, sKV, sFill} {
+		for _, s := range []catalog.Signal{sQ, sB, sKV, sFill} {
 			v, ok := mod.Value(s)
 			if !ok && mod.Values[s] != 0 {
 				t.Fatalf("model %q: absent %s holds %v", mod.Name, s, mod.Values[s])
@@ -332,7 +332,7 @@ func referencePage(fams map[string]*dto.MetricFamily, d dialect, s Server) (Page
 			}
 			if a.has&bit == 0 {
 				a.vals[se.role] = v
-			} else if roleAgg[se.role] == signals.Sum {
+			} else if roleAgg[se.role] == catalog.Sum {
 				a.vals[se.role] += v
 			} else {
 				a.vals[se.role] = math.Max(a.vals[se.role], v)

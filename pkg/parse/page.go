@@ -1,6 +1,6 @@
 package parse
 
-import "github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+import "github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 
 // Server identifies whose metric names a page used.
 type Server uint8
@@ -65,23 +65,23 @@ func ServerByName(name string) (Server, bool) {
 // batch fill maxed over `engine`/`pid`.
 type Model struct {
 	Name   string
-	Values [signals.NumServing]float64
-	Has    signals.Set
+	Values [catalog.NumServing]float64
+	Has    catalog.Set
 
 	// Counters are the page's cumulative counters (tokens, requests,
 	// preemptions), summed over the model's series; HasCounter has bit c
 	// set when Counters[c] was on the page.
-	Counters   [signals.NumCounters]float64
+	Counters   [catalog.NumCounters]float64
 	HasCounter uint8
 	// Hists are the page's latency histograms, buckets summed over the
 	// model's series; nil when the page had none (or a bad one). They point
 	// into the Parser's memory, like the Page: copy what you keep.
-	Hists [signals.NumLatencies]*Histogram
+	Hists [catalog.NumLatencies]*Histogram
 }
 
 // Counter returns counter c and whether the page had it.
-func (m *Model) Counter(c signals.Counter) (float64, bool) {
-	if c >= signals.NumCounters || m.HasCounter&(1<<c) == 0 {
+func (m *Model) Counter(c catalog.Counter) (float64, bool) {
+	if c >= catalog.NumCounters || m.HasCounter&(1<<c) == 0 {
 		return 0, false
 	}
 	return m.Counters[c], true
@@ -100,8 +100,8 @@ type Histogram struct {
 }
 
 // Value returns the value of s and whether the page had it.
-func (m *Model) Value(s signals.Signal) (float64, bool) {
-	if !m.Has.Has(s) || int(s) >= signals.NumServing {
+func (m *Model) Value(s catalog.Signal) (float64, bool) {
+	if !m.Has.Has(s) || int(s) >= catalog.NumServing {
 		return 0, false
 	}
 	return m.Values[s], true

@@ -27,7 +27,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // ErrLimit marks a page that exceeds one of the parser's bounds (label value
@@ -468,7 +468,7 @@ func (p *Parser) add(a *accum, e *entry, v float64) {
 		a.vals[e.role] = v
 		a.has |= bit
 	default:
-		sum := signals.Combine(roleAgg[e.role], a.vals[e.role], 1, v)
+		sum := catalog.Combine(roleAgg[e.role], a.vals[e.role], 1, v)
 		if math.IsInf(sum, 0) {
 			a.bad |= bit
 			a.has &^= bit
@@ -637,7 +637,7 @@ func (p *Parser) anySeen(server Server, r role) bool {
 // refused derived batch fill in rejected.
 func (a *accum) model(rejected *[NumRejects]uint32) Model {
 	m := Model{Name: a.name}
-	set := func(s signals.Signal, v float64) {
+	set := func(s catalog.Signal, v float64) {
 		m.Values[s] = v
 		m.Has = m.Has.Add(s)
 	}
@@ -659,30 +659,30 @@ func (a *accum) model(rejected *[NumRejects]uint32) Model {
 		}
 	}
 	if has(roleLoRA) {
-		set(signals.LoRAAdaptersRunning, a.vals[roleLoRARunning])
-		set(signals.LoRAAdaptersWaiting, a.vals[roleLoRAWaiting])
+		set(catalog.LoRAAdaptersRunning, a.vals[roleLoRARunning])
+		set(catalog.LoRAAdaptersWaiting, a.vals[roleLoRAWaiting])
 	}
 	if has(roleQueue) {
-		set(signals.QueueSize, a.vals[roleQueue])
+		set(catalog.QueueSize, a.vals[roleQueue])
 	}
 	if has(roleBatch) {
-		set(signals.BatchSize, a.vals[roleBatch])
+		set(catalog.BatchSize, a.vals[roleBatch])
 	}
 	switch {
 	case a.seen&(1<<roleKV) != 0:
 		if has(roleKV) {
-			set(signals.KVCacheUsage, a.vals[roleKV])
+			set(catalog.KVCacheUsage, a.vals[roleKV])
 		}
 	case has(roleKVFallback):
-		set(signals.KVCacheUsage, a.vals[roleKVFallback])
+		set(catalog.KVCacheUsage, a.vals[roleKVFallback])
 	}
 	switch {
 	case has(roleFill):
-		set(signals.BatchFill, a.vals[roleFill])
+		set(catalog.BatchFill, a.vals[roleFill])
 	case has(roleBatch) && has(roleBatchMax) && a.vals[roleBatchMax] > 0:
 		f := a.vals[roleBatch] / a.vals[roleBatchMax]
 		if r, ok := check(roleFill, f); ok {
-			set(signals.BatchFill, f)
+			set(catalog.BatchFill, f)
 		} else {
 			rejected[r]++
 		}

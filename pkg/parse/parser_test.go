@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // fixtures are the pages in testdata; testdata/README.md says where each
@@ -33,7 +33,7 @@ func readFixture(t testing.TB, name string) []byte {
 func m(name string, pairs ...any) Model {
 	out := Model{Name: name}
 	for i := 0; i < len(pairs); i += 2 {
-		s := pairs[i].(signals.Signal)
+		s := pairs[i].(catalog.Signal)
 		out.Values[s] = pairs[i+1].(float64)
 		out.Has = out.Has.Add(s)
 	}
@@ -42,10 +42,10 @@ func m(name string, pairs ...any) Model {
 
 // Short names for the signals in the tables below.
 const (
-	sQ    = signals.QueueSize
-	sB    = signals.BatchSize
-	sKV   = signals.KVCacheUsage
-	sFill = signals.BatchFill
+	sQ    = catalog.QueueSize
+	sB    = catalog.BatchSize
+	sKV   = catalog.KVCacheUsage
+	sFill = catalog.BatchFill
 )
 
 func TestParseFixtures(t *testing.T) {
@@ -65,7 +65,7 @@ func TestParseFixtures(t *testing.T) {
 			m("Qwen/Qwen2.5-7B-Instruct", sQ, 13.0, sB, 98.0, sKV, 0.9308612089201878),
 			m("mistralai/Mistral-7B-Instruct-v0.3", sQ, 7.0, sB, 60.0, sKV, 0.617737676056338),
 			m("google/gemma-2-9b-it", sQ, 18.0, sB, 92.0, sKV, 0.8888277582159625),
-			m("", signals.LoRAAdaptersRunning, 1.0, signals.LoRAAdaptersWaiting, 2.0), // vllm:lora_requests_info, no model label
+			m("", catalog.LoRAAdaptersRunning, 1.0, catalog.LoRAAdaptersWaiting, 2.0), // vllm:lora_requests_info, no model label
 		}}},
 		{"tgi-v3.prom", Page{Server: TGI, Models: []Model{m("", sQ, 0.0, sB, 0.0)}}},
 		{"sglang-v0.4.prom", Page{Server: SGLang, Models: []Model{
@@ -124,8 +124,8 @@ func TestParseScaledTotals(t *testing.T) {
 	// vllm:lora_requests_info has no model label: its latest line (the
 	// largest value) names 1 running and 2 waiting adapters.
 	lora := got.Models[len(got.Models)-1]
-	run, ok1 := lora.Value(signals.LoRAAdaptersRunning)
-	wait, ok2 := lora.Value(signals.LoRAAdaptersWaiting)
+	run, ok1 := lora.Value(catalog.LoRAAdaptersRunning)
+	wait, ok2 := lora.Value(catalog.LoRAAdaptersWaiting)
 	if lora.Name != "" || !ok1 || !ok2 || run != 1 || wait != 2 {
 		t.Errorf("LoRA: model %q running %v %v waiting %v %v; want model \"\", 1 and 2", lora.Name, run, ok1, wait, ok2)
 	}

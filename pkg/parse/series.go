@@ -3,7 +3,7 @@ package parse
 import (
 	"slices"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // role says what one wanted series contributes to a model's signals.
@@ -18,18 +18,18 @@ const (
 	roleBatchMax               // summed; BatchFill = BatchSize / this when no roleFill series
 
 	// Counters, summed over a model's series: the rate signals' sources.
-	roleGenTokens    // signals.GenerationTokens
-	rolePromptTokens // signals.PromptTokens
-	roleRequests     // signals.Requests
-	rolePreempt      // signals.Preemptions
+	roleGenTokens    // catalog.GenerationTokens
+	rolePromptTokens // catalog.PromptTokens
+	roleRequests     // catalog.Requests
+	rolePreempt      // catalog.Preemptions
 
 	// Histogram buckets (the le label), summed bucket by bucket over a
 	// model's series: the percentile signals' sources.
-	roleTTFT        // signals.TimeToFirstToken
-	roleITL         // signals.InterTokenLatency
-	roleITLFallback // signals.InterTokenLatency, only when the model has no roleITL series at all
-	roleQueueTime   // signals.QueueTime
-	roleE2E         // signals.E2ELatency
+	roleTTFT        // catalog.TimeToFirstToken
+	roleITL         // catalog.InterTokenLatency
+	roleITLFallback // catalog.InterTokenLatency, only when the model has no roleITL series at all
+	roleQueueTime   // catalog.QueueTime
+	roleE2E         // catalog.E2ELatency
 
 	// vllm:lora_requests_info: the line with the latest value (a
 	// timestamp) wins; its adapter-list labels are counted into the two
@@ -46,7 +46,7 @@ const (
 func (r role) isCounter() bool { return r >= roleGenTokens && r <= rolePreempt }
 
 // counter returns the signals counter of a counter role.
-func (r role) counter() signals.Counter { return signals.Counter(r - roleGenTokens) }
+func (r role) counter() catalog.Counter { return catalog.Counter(r - roleGenTokens) }
 
 // bucket returns the histogram slot of a bucket role, and whether r is one.
 func (r role) bucket() (int, bool) {
@@ -63,23 +63,23 @@ const numHistSlots = int(roleE2E - roleTTFT + 1)
 var loraKeys = []string{"running_lora_adapters", "waiting_lora_adapters"}
 
 // slotLatency maps histogram slots to the latency they measure.
-var slotLatency = [numHistSlots]signals.Latency{
-	signals.TimeToFirstToken, signals.InterTokenLatency, signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency,
+var slotLatency = [numHistSlots]catalog.Latency{
+	catalog.TimeToFirstToken, catalog.InterTokenLatency, catalog.InterTokenLatency, catalog.QueueTime, catalog.E2ELatency,
 }
 
 // roleAgg is how a role combines over a model's series (engines, pids, versions).
-var roleAgg = [numRoles]signals.Aggregation{
-	roleQueue:      signals.Sum,
-	roleBatch:      signals.Sum,
-	roleKV:         signals.Max,
-	roleKVFallback: signals.Max,
-	roleFill:       signals.Max,
-	roleBatchMax:   signals.Sum,
+var roleAgg = [numRoles]catalog.Aggregation{
+	roleQueue:      catalog.Sum,
+	roleBatch:      catalog.Sum,
+	roleKV:         catalog.Max,
+	roleKVFallback: catalog.Max,
+	roleFill:       catalog.Max,
+	roleBatchMax:   catalog.Sum,
 
-	roleGenTokens:    signals.Sum,
-	rolePromptTokens: signals.Sum,
-	roleRequests:     signals.Sum,
-	rolePreempt:      signals.Sum,
+	roleGenTokens:    catalog.Sum,
+	rolePromptTokens: catalog.Sum,
+	roleRequests:     catalog.Sum,
+	rolePreempt:      catalog.Sum,
 }
 
 // series is one wanted series: a metric name and, where one name carries

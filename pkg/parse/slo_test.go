@@ -11,14 +11,14 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // sloRef is what expfmt's reading of a page says one model's counters and
 // latency histograms are, following the dialect table: counters summed
 // over the model's series, buckets summed bound by bound.
 type sloRef struct {
-	counters   [signals.NumCounters]float64
+	counters   [catalog.NumCounters]float64
 	hasCounter uint8
 	buckets    [numHistSlots]map[float64]float64 // upper bound -> cumulative count
 }
@@ -93,22 +93,22 @@ func TestParseCountersAndHistograms(t *testing.T) {
 	for _, tt := range []struct {
 		file string
 		// what the page must carry, per docs/metrics.md
-		counters  []signals.Counter
-		latencies []signals.Latency
+		counters  []catalog.Counter
+		latencies []catalog.Latency
 	}{
-		{"vllm-v1.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests, signals.Preemptions},
-			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency}},
-		{"vllm-v1-scaled.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests, signals.Preemptions},
-			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency}},
-		{"vllm-v0.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests, signals.Preemptions},
-			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.E2ELatency}},
-		{"tgi-v3.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens, signals.Requests},
-			[]signals.Latency{signals.InterTokenLatency, signals.QueueTime, signals.E2ELatency}},
-		{"sglang-v0.4.prom", []signals.Counter{signals.GenerationTokens, signals.PromptTokens},
-			[]signals.Latency{signals.TimeToFirstToken, signals.InterTokenLatency, signals.E2ELatency}},
-		{"trtllm-serve.prom", []signals.Counter{signals.Requests}, []signals.Latency{signals.TimeToFirstToken}},
+		{"vllm-v1.prom", []catalog.Counter{catalog.GenerationTokens, catalog.PromptTokens, catalog.Requests, catalog.Preemptions},
+			[]catalog.Latency{catalog.TimeToFirstToken, catalog.InterTokenLatency, catalog.QueueTime, catalog.E2ELatency}},
+		{"vllm-v1-scaled.prom", []catalog.Counter{catalog.GenerationTokens, catalog.PromptTokens, catalog.Requests, catalog.Preemptions},
+			[]catalog.Latency{catalog.TimeToFirstToken, catalog.InterTokenLatency, catalog.QueueTime, catalog.E2ELatency}},
+		{"vllm-v0.prom", []catalog.Counter{catalog.GenerationTokens, catalog.PromptTokens, catalog.Requests, catalog.Preemptions},
+			[]catalog.Latency{catalog.TimeToFirstToken, catalog.InterTokenLatency, catalog.E2ELatency}},
+		{"tgi-v3.prom", []catalog.Counter{catalog.GenerationTokens, catalog.PromptTokens, catalog.Requests},
+			[]catalog.Latency{catalog.InterTokenLatency, catalog.QueueTime, catalog.E2ELatency}},
+		{"sglang-v0.4.prom", []catalog.Counter{catalog.GenerationTokens, catalog.PromptTokens},
+			[]catalog.Latency{catalog.TimeToFirstToken, catalog.InterTokenLatency, catalog.E2ELatency}},
+		{"trtllm-serve.prom", []catalog.Counter{catalog.Requests}, []catalog.Latency{catalog.TimeToFirstToken}},
 		{"triton-trtllm.prom", nil, nil},
-		{"jetstream.prom", []signals.Counter{signals.Requests}, []signals.Latency{signals.QueueTime}},
+		{"jetstream.prom", []catalog.Counter{catalog.Requests}, []catalog.Latency{catalog.QueueTime}},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			page := readFixture(t, tt.file)
@@ -128,7 +128,7 @@ func TestParseCountersAndHistograms(t *testing.T) {
 				if m.HasCounter != r.hasCounter || m.Counters != r.counters {
 					t.Errorf("model %q: counters %v (has %b), expfmt says %v (has %b)", m.Name, m.Counters, m.HasCounter, r.counters, r.hasCounter)
 				}
-				if !m.Has.Has(signals.QueueSize) {
+				if !m.Has.Has(catalog.QueueSize) {
 					continue // vLLM's lora_requests_info model, with no model label
 				}
 				for _, c := range tt.counters {
@@ -136,7 +136,7 @@ func TestParseCountersAndHistograms(t *testing.T) {
 						t.Errorf("model %q: no counter %d", m.Name, c)
 					}
 				}
-				for l := range signals.NumLatencies {
+				for l := range catalog.NumLatencies {
 					if err := sameHist(m.Hists[l], refBuckets(r, l)); err != nil {
 						t.Errorf("model %q: %s: %v", m.Name, l, err)
 					}
@@ -153,7 +153,7 @@ func TestParseCountersAndHistograms(t *testing.T) {
 
 // refBuckets are the buckets that stand for latency l: the inter-token
 // latency's fallback only when the newer series is absent; nil if none.
-func refBuckets(r *sloRef, l signals.Latency) map[float64]float64 {
+func refBuckets(r *sloRef, l catalog.Latency) map[float64]float64 {
 	for slot, sl := range slotLatency {
 		if sl == l && r.buckets[slot] != nil {
 			return r.buckets[slot]
@@ -203,22 +203,22 @@ func TestParseHistogramCases(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		page    string
-		lat     signals.Latency
+		lat     catalog.Latency
 		wantLe  []float64
 		wantCnt []float64
 	}{
 		{"engines summed", base + line(ttft, "0", "0.1", 1) + line(ttft, "0", "+Inf", 2) + line(ttft, "1", "0.1", 3) + line(ttft, "1", "+Inf", 5),
-			signals.TimeToFirstToken, []float64{0.1, math.Inf(1)}, []float64{4, 7}},
+			catalog.TimeToFirstToken, []float64{0.1, math.Inf(1)}, []float64{4, 7}},
 		{"out of order", base + line(ttft, "0", "+Inf", 2) + line(ttft, "0", "1", 2) + line(ttft, "0", "0.1", 1),
-			signals.TimeToFirstToken, []float64{0.1, 1, math.Inf(1)}, []float64{1, 2, 2}},
-		{"no +Inf bucket", base + line(ttft, "0", "0.1", 1), signals.TimeToFirstToken, nil, nil},
-		{"bad bound", base + line(ttft, "0", "x", 1) + line(ttft, "0", "+Inf", 1), signals.TimeToFirstToken, nil, nil},
-		{"negative count", base + line(ttft, "0", "0.1", -1) + line(ttft, "0", "+Inf", 1), signals.TimeToFirstToken, nil, nil},
-		{"too many buckets", big, signals.TimeToFirstToken, nil, nil},
+			catalog.TimeToFirstToken, []float64{0.1, 1, math.Inf(1)}, []float64{1, 2, 2}},
+		{"no +Inf bucket", base + line(ttft, "0", "0.1", 1), catalog.TimeToFirstToken, nil, nil},
+		{"bad bound", base + line(ttft, "0", "x", 1) + line(ttft, "0", "+Inf", 1), catalog.TimeToFirstToken, nil, nil},
+		{"negative count", base + line(ttft, "0", "0.1", -1) + line(ttft, "0", "+Inf", 1), catalog.TimeToFirstToken, nil, nil},
+		{"too many buckets", big, catalog.TimeToFirstToken, nil, nil},
 		{"old inter-token name", base + line(tpot, "0", "0.1", 1) + line(tpot, "0", "+Inf", 1),
-			signals.InterTokenLatency, []float64{0.1, math.Inf(1)}, []float64{1, 1}},
+			catalog.InterTokenLatency, []float64{0.1, math.Inf(1)}, []float64{1, 1}},
 		{"new inter-token name wins", base + line(tpot, "0", "0.1", 1) + line(tpot, "0", "+Inf", 1) + line(itl, "0", "0.2", 5) + line(itl, "0", "+Inf", 6),
-			signals.InterTokenLatency, []float64{0.2, math.Inf(1)}, []float64{5, 6}},
+			catalog.InterTokenLatency, []float64{0.2, math.Inf(1)}, []float64{5, 6}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pg, err := NewParser().Parse([]byte(tt.page))
@@ -240,7 +240,7 @@ func TestParseHistogramCases(t *testing.T) {
 					t.Errorf("bucket %d: le=%v count=%v, want le=%v count=%v", i, h.Le[i], h.Count[i], tt.wantLe[i], tt.wantCnt[i])
 				}
 			}
-			if got := pg.Models[0].Values[signals.QueueSize]; got != 1 {
+			if got := pg.Models[0].Values[catalog.QueueSize]; got != 1 {
 				t.Errorf("queue %v: the gauges must not suffer from a bad histogram", got)
 			}
 		})

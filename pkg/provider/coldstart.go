@@ -15,7 +15,7 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -77,11 +77,11 @@ func (p *Provider) countDemand(pods []*corev1.Pod, match store.ModelMatcher) rep
 // podDemand is one pod's queue plus running requests, with the older of the
 // two scrape times; the first missing signal makes it missing.
 func (p *Provider) podDemand(pod *corev1.Pod, match store.ModelMatcher, now time.Time) store.Sample {
-	q := p.podSample(pod, signals.QueueSize, match, now)
+	q := p.podSample(pod, catalog.QueueSize, match, now)
 	if q.Status != store.OK {
 		return q
 	}
-	b := p.podSample(pod, signals.BatchSize, match, now)
+	b := p.podSample(pod, catalog.BatchSize, match, now)
 	if b.Status != store.OK {
 		return b
 	}
@@ -93,7 +93,7 @@ func (p *Provider) podDemand(pod *corev1.Pod, match store.ModelMatcher, now time
 	return s
 }
 
-// demandPerReplicaValue answers signals.DemandPerReplica for one workload object.
+// demandPerReplicaValue answers catalog.DemandPerReplica for one workload object.
 // It is absent (404) when a Ready pod has no fresh value (a partial sum
 // would understate the demand) and when no pod is Ready: with every replica
 // starting, the demand waits in front of the pods, unmeasured, so the value
@@ -123,25 +123,25 @@ func (p *Provider) demandPerReplicaValue(ctx context.Context, k kind, name types
 	}
 	// Built as a gauge (QueueSize: windowSeconds is the scrape interval),
 	// then named.
-	mv, err := p.value(ctx, info, signals.QueueSize, ref(k, name), v, r.oldest, metricSelector)
+	mv, err := p.value(ctx, info, catalog.QueueSize, ref(k, name), v, r.oldest, metricSelector)
 	if err != nil {
 		return nil, err
 	}
-	mv.Metric.Name = signals.DemandPerReplica
+	mv.Metric.Name = catalog.DemandPerReplica
 	return &mv, nil
 }
 
-// demandPerReplicaKind resolves the object kind of a signals.DemandPerReplica
+// demandPerReplicaKind resolves the object kind of a catalog.DemandPerReplica
 // question: deployments and statefulsets only.
 func demandPerReplicaKind(info cmprovider.CustomMetricInfo) (kind, error) {
 	k, ok := kindOf(info.GroupResource)
 	if !ok || k == kindPod {
-		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets (an HPA Object metric), not %s: it divides a workload's demand by its Ready plus starting replicas", signals.DemandPerReplica, info.GroupResource.String()))
+		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets (an HPA Object metric), not %s: it divides a workload's demand by its Ready plus starting replicas", catalog.DemandPerReplica, info.GroupResource.String()))
 	}
 	return k, nil
 }
 
-// demandPerReplicaByName answers signals.DemandPerReplica for one named workload.
+// demandPerReplicaByName answers catalog.DemandPerReplica for one named workload.
 func (p *Provider) demandPerReplicaByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
 	k, err := demandPerReplicaKind(info)
 	if err != nil {
@@ -157,7 +157,7 @@ func (p *Provider) demandPerReplicaByName(ctx context.Context, name types.Namesp
 	return p.demandPerReplicaValue(ctx, k, name, sel, modelMatcher(metricSelector), info, metricSelector, true)
 }
 
-// demandPerReplicaBySelector answers signals.DemandPerReplica for every workload
+// demandPerReplicaBySelector answers catalog.DemandPerReplica for every workload
 // matching selector in namespace. Without a selector the question reads only
 // what is already scraped, as objectsBySelector does.
 func (p *Provider) demandPerReplicaBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
 
@@ -80,7 +80,7 @@ func TestDemandPerReplica(t *testing.T) {
 	record("over-busy", fresh, model("m", 8, 4, 0.1)) // not Ready (overloaded), fresh value
 	record("stale-fresh", fresh, model("m", 1, 1, 0.1))
 	record("stale-old", old, model("m", 1, 1, 0.1))
-	record("nobusy-ready", fresh, parse.Model{Name: "m", Has: signals.Set(0).Add(signals.QueueSize), Values: [signals.NumServing]float64{5}})
+	record("nobusy-ready", fresh, parse.Model{Name: "m", Has: catalog.Set(0).Add(catalog.QueueSize), Values: [catalog.NumServing]float64{5}})
 	record("allcold-busy", fresh, model("m", 9, 4, 0.1))
 	record("multi-a", fresh, model("llama", 4, 4, 0.1), model("lora", 100, 100, 0.1))
 	record("shadow-new", fresh, model("m", 6, 2, 0.1))
@@ -116,7 +116,7 @@ func TestDemandPerReplica(t *testing.T) {
 		[]string{"ready", "cold", "term", "over", "stale", "nobusy", "allcold", "unscraped", "empty", "multi", "shadow", "frac"}, []string{"sts"})
 	dem.shadowed = map[types.NamespacedName]types.NamespacedName{{Namespace: "ns", Name: "shadow-old"}: {Namespace: "ns", Name: "shadow-new"}}
 
-	deploy := func(name string) string { return inNS + "deployments.apps/" + name + "/" + signals.DemandPerReplica }
+	deploy := func(name string) string { return inNS + "deployments.apps/" + name + "/" + catalog.DemandPerReplica }
 	cases := []struct {
 		name    string
 		path    string
@@ -136,13 +136,13 @@ func TestDemandPerReplica(t *testing.T) {
 		{"the metric selector picks models", deploy("multi") + "?metricLabelSelector=" + url.QueryEscape("model_name=llama"), 200, "map[ns/multi:8]", ""},
 		{"every model without a selector", deploy("multi"), 200, "map[ns/multi:208]", ""},
 		{"a pod whose IP a newer pod took is neither demand nor replica", deploy("shadow"), 200, "map[ns/shadow:8]", ""},
-		{"statefulsets: (5+4) / 2", inNS + "statefulsets.apps/sts/" + signals.DemandPerReplica, 200, "map[ns/sts:4500m]", ""},
+		{"statefulsets: (5+4) / 2", inNS + "statefulsets.apps/sts/" + catalog.DemandPerReplica, 200, "map[ns/sts:4500m]", ""},
 		{"fractions keep milli precision: 10 / 3", deploy("frac"), 200, "map[ns/frac:3333m]", ""},
-		{"by selector: every matching workload with a value", inNS + "deployments.apps/*/" + signals.DemandPerReplica + "?labelSelector=" + url.QueryEscape("tier=gpu"), 200,
+		{"by selector: every matching workload with a value", inNS + "deployments.apps/*/" + catalog.DemandPerReplica + "?labelSelector=" + url.QueryEscape("tier=gpu"), 200,
 			"map[ns/cold:4 ns/frac:3333m ns/multi:208 ns/over:8 ns/ready:5 ns/shadow:8 ns/term:6]", ""},
-		{"not served for pods", inNS + "pods/ready-a/" + signals.DemandPerReplica, 404, "", "served for deployments and statefulsets"},
-		{"not served for pods by selector", inNS + "pods/*/" + signals.DemandPerReplica + "?labelSelector=app%3Dready", 404, "", "served for deployments and statefulsets"},
-		{"not across all namespaces", v1beta2 + "deployments.apps/*/" + signals.DemandPerReplica, 400, "", "ask within a namespace"},
+		{"not served for pods", inNS + "pods/ready-a/" + catalog.DemandPerReplica, 404, "", "served for deployments and statefulsets"},
+		{"not served for pods by selector", inNS + "pods/*/" + catalog.DemandPerReplica + "?labelSelector=app%3Dready", 404, "", "served for deployments and statefulsets"},
+		{"not across all namespaces", v1beta2 + "deployments.apps/*/" + catalog.DemandPerReplica, 400, "", "ask within a namespace"},
 		{"an unknown workload", deploy("nothing"), 404, "", "nothing"},
 	}
 	for _, tc := range cases {
@@ -160,7 +160,7 @@ func TestDemandPerReplica(t *testing.T) {
 			if got := fmt.Sprint(itemValues(t, body)); got != tc.want {
 				t.Fatalf("values %s, want %s\n%s", got, tc.want, body)
 			}
-			if !strings.Contains(body, `"name":"`+signals.DemandPerReplica+`"`) {
+			if !strings.Contains(body, `"name":"`+catalog.DemandPerReplica+`"`) {
 				t.Errorf("the value does not carry the metric's name: %s", body)
 			}
 		})
@@ -177,7 +177,7 @@ func TestDemandPerReplicaTimestamp(t *testing.T) {
 	st.Record(types.NamespacedName{Namespace: "ns", Name: "b"}, newer, page(model("m", 1, 1, 0)), nil)
 	app := map[string]string{"app": "llm"}
 	srv, _ := demandServer(t, now, st, []*corev1.Pod{pod("a", app, true, true, nil), pod("b", app, true, true, nil)}, []string{"llm"}, nil)
-	code, body := get(t, srv, inNS+"deployments.apps/llm/"+signals.DemandPerReplica)
+	code, body := get(t, srv, inNS+"deployments.apps/llm/"+catalog.DemandPerReplica)
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
@@ -198,8 +198,8 @@ func TestDiscoveryListsDemandPerReplica(t *testing.T) {
 		resource string
 		listed   bool
 	}{{"deployments.apps/", true}, {"statefulsets.apps/", true}, {"pods/", false}} {
-		if got := strings.Contains(body, `"`+tc.resource+signals.DemandPerReplica+`"`); got != tc.listed {
-			t.Errorf("discovery lists %s%s: %v, want %v", tc.resource, signals.DemandPerReplica, got, tc.listed)
+		if got := strings.Contains(body, `"`+tc.resource+catalog.DemandPerReplica+`"`); got != tc.listed {
+			t.Errorf("discovery lists %s%s: %v, want %v", tc.resource, catalog.DemandPerReplica, got, tc.listed)
 		}
 	}
 }

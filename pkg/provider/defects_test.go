@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -213,7 +213,7 @@ func TestDefect6_QuantityProperty(t *testing.T) {
 // fakeValues serves fixed samples per pod.
 type fakeValues map[string]store.Sample
 
-func (f fakeValues) Get(pod types.NamespacedName, _ signals.Signal, _ store.ModelMatcher, _ time.Time, _ time.Duration) store.Sample {
+func (f fakeValues) Get(pod types.NamespacedName, _ catalog.Signal, _ store.ModelMatcher, _ time.Time, _ time.Duration) store.Sample {
 	if s, ok := f[pod.Name]; ok {
 		return s
 	}

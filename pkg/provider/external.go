@@ -13,7 +13,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // External serves external.metrics.k8s.io: a signal aggregated over the
@@ -54,7 +54,7 @@ func splitSelector(sel labels.Selector) (pods, models labels.Selector) {
 // ListAllExternalMetrics lists the serving and GPU signals.
 func (e External) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo {
 	var out []cmprovider.ExternalMetricInfo
-	for _, s := range signals.All() {
+	for _, s := range catalog.All() {
 		out = append(out, cmprovider.ExternalMetricInfo{Metric: s.Name()})
 	}
 	return out
@@ -70,7 +70,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	p := e.p
 	gr := schema.GroupResource{Group: "external.metrics.k8s.io", Resource: info.Metric}
 	cinfo := cmprovider.CustomMetricInfo{GroupResource: gr, Metric: info.Metric, Namespaced: true}
-	sig, ok := signals.ByName(info.Metric)
+	sig, ok := catalog.ByName(info.Metric)
 	if !ok {
 		return nil, notFound(cinfo, fmt.Sprintf("unknown metric %q; served metrics: %s", info.Metric, servedNames()))
 	}

@@ -16,12 +16,12 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
-// The front-door metric (signals.FrontDoorPendingRequests) is served on a
+// The front-door metric (catalog.FrontDoorPendingRequests) is served on a
 // Service: the requests held, not yet dispatched, by the pods that name the
 // Service in their inference-metrics-adapter/front-door-for annotation, in
 // the Service's namespace. Those pods are scraped like model servers (their
@@ -67,8 +67,8 @@ func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedNam
 	if !isFrontDoorObject(info.GroupResource) {
 		return nil, notFound(info, fmt.Sprintf("%s is served on services (the Service a front door's pods name in their %s annotation) and inferencepools, not on %s", info.Metric, targets.AnnotationFrontDoor, info.GroupResource.String()))
 	}
-	if info.Metric != signals.FrontDoorPendingRequests {
-		return nil, notFound(info, fmt.Sprintf("%s serve only %s (a front door's held requests), not %q", info.GroupResource.String(), signals.FrontDoorPendingRequests, info.Metric))
+	if info.Metric != catalog.FrontDoorPendingRequests {
+		return nil, notFound(info, fmt.Sprintf("%s serve only %s (a front door's held requests), not %q", info.GroupResource.String(), catalog.FrontDoorPendingRequests, info.Metric))
 	}
 	if name.Namespace == "" {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s/%s: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
@@ -96,11 +96,11 @@ func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedNam
 	case math.IsInf(sum, 0) || math.IsNaN(sum):
 		return nil, outOfRange(info, what, sum)
 	}
-	v, err := p.value(ctx, info, signals.QueueSize, frontDoorRef(info.GroupResource, name), sum, oldest, metricSelector)
+	v, err := p.value(ctx, info, catalog.QueueSize, frontDoorRef(info.GroupResource, name), sum, oldest, metricSelector)
 	if err != nil {
 		return nil, err
 	}
-	v.Metric.Name = signals.FrontDoorPendingRequests
+	v.Metric.Name = catalog.FrontDoorPendingRequests
 	return &v, nil
 }
 
@@ -114,7 +114,7 @@ func frontDoorBySelector(namespace string, info cmprovider.CustomMetricInfo) err
 	if namespace == "" {
 		namespace = "NAMESPACE"
 	}
-	return notFound(info, fmt.Sprintf("%s are answered one by name: ask for /apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/%s/NAME/%s (an HPA Object metric with that describedObject does)", info.GroupResource.String(), namespace, info.GroupResource.String(), signals.FrontDoorPendingRequests))
+	return notFound(info, fmt.Sprintf("%s are answered one by name: ask for /apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/%s/NAME/%s (an HPA Object metric with that describedObject does)", info.GroupResource.String(), namespace, info.GroupResource.String(), catalog.FrontDoorPendingRequests))
 }
 
 // frontDoorPods returns the Running pods of namespace whose front-door
@@ -144,7 +144,7 @@ func (p *Provider) sumFrontDoors(doors []*corev1.Pod, match store.ModelMatcher, 
 			continue
 		}
 		ready++
-		s := p.values.Get(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, signals.QueueSize, match, now, p.cfg.MaxAge)
+		s := p.values.Get(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, catalog.QueueSize, match, now, p.cfg.MaxAge)
 		if s.Status != store.OK {
 			why.add(pod, s)
 			continue

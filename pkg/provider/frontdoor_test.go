@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -22,8 +22,8 @@ func frontDoorPage(models map[string]float64) *parse.Page {
 	pg := &parse.Page{Server: parse.GIEEPP}
 	for name, q := range models {
 		m := parse.Model{Name: name}
-		m.Values[signals.QueueSize] = q
-		m.Has = m.Has.Add(signals.QueueSize)
+		m.Values[catalog.QueueSize] = q
+		m.Has = m.Has.Add(catalog.QueueSize)
 		pg.Models = append(pg.Models, m)
 	}
 	return pg
@@ -75,7 +75,7 @@ func TestFrontDoorMetric(t *testing.T) {
 	}}
 	srv, _ := newServer(t, f)
 	base := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"
-	metric := "/" + signals.FrontDoorPendingRequests
+	metric := "/" + catalog.FrontDoorPendingRequests
 	modelSel := func(m string) string { return "?metricLabelSelector=" + url.QueryEscape("model_name="+m) }
 
 	cases := []struct {
@@ -134,8 +134,8 @@ func TestFrontDoorMetric(t *testing.T) {
 			if kind == "" {
 				kind = "Service"
 			}
-			if it.DescribedObject.Kind != kind || it.Metric.Name != signals.FrontDoorPendingRequests {
-				t.Errorf("described %+v, metric %q: want a %s and %s", it.DescribedObject, it.Metric.Name, kind, signals.FrontDoorPendingRequests)
+			if it.DescribedObject.Kind != kind || it.Metric.Name != catalog.FrontDoorPendingRequests {
+				t.Errorf("described %+v, metric %q: want a %s and %s", it.DescribedObject, it.Metric.Name, kind, catalog.FrontDoorPendingRequests)
 			}
 			if !it.Timestamp.Equal(fresh) {
 				t.Errorf("timestamp %s, want the oldest scrape in the sum %s", it.Timestamp, fresh)
@@ -151,8 +151,8 @@ func TestDiscoveryListsFrontDoorMetric(t *testing.T) {
 		t.Fatalf("status %d: %s", code, body)
 	}
 	for _, res := range []string{"services", "inferencepools.inference.networking.k8s.io"} {
-		if !strings.Contains(body, `"`+res+`/`+signals.FrontDoorPendingRequests+`"`) {
-			t.Errorf("discovery lacks %s/%s: %s", res, signals.FrontDoorPendingRequests, body)
+		if !strings.Contains(body, `"`+res+`/`+catalog.FrontDoorPendingRequests+`"`) {
+			t.Errorf("discovery lacks %s/%s: %s", res, catalog.FrontDoorPendingRequests, body)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package provider answers the custom metrics API
 // (custom.metrics.k8s.io) from memory: pods come from the informer cache,
-// values from the store. It serves every signal of package signals for pods,
+// values from the store. It serves every signal of package catalog for pods,
 // deployments and statefulsets, honours metric selectors on model_name, and
 // answers 404 with the reason when there is no value: it never answers 0
 // for what was not measured. Deployments and statefulsets also serve
@@ -44,14 +44,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
 // Values looks up one signal of one pod.
 type Values interface {
-	Get(pod types.NamespacedName, sig signals.Signal, match store.ModelMatcher, now time.Time, maxAge time.Duration) store.Sample
+	Get(pod types.NamespacedName, sig catalog.Signal, match store.ModelMatcher, now time.Time, maxAge time.Duration) store.Sample
 	// Scraped reports whether pod has any recorded scrape outcome.
 	Scraped(pod types.NamespacedName) bool
 }
@@ -148,25 +148,25 @@ func kindOf(gr schema.GroupResource) (kind, bool) {
 func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 	var out []cmprovider.CustomMetricInfo
 	for _, gr := range []schema.GroupResource{podsGR, deploymentsGR, statefulsetsGR} {
-		for _, s := range signals.All() {
+		for _, s := range catalog.All() {
 			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: s.Name()})
 		}
 	}
 	for _, gr := range append([]schema.GroupResource{servicesGR}, inferencePoolGRs...) {
-		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: signals.FrontDoorPendingRequests})
+		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.FrontDoorPendingRequests})
 	}
 	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
-		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: signals.DemandPerReplica})
+		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.DemandPerReplica})
 	}
 	return out
 }
 
 // GetMetricByName returns the value of a metric for one pod, deployment or statefulset.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	if isFrontDoorObject(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
+	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {
 		return p.frontDoorByName(ctx, name, info, metricSelector) // frontdoor.go
 	}
-	if info.Metric == signals.DemandPerReplica {
+	if info.Metric == catalog.DemandPerReplica {
 		return p.demandPerReplicaByName(ctx, name, info, metricSelector) // coldstart.go
 	}
 	sig, k, err := resolve(info)
@@ -215,10 +215,10 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 
 // GetMetricBySelector returns the metric for every pod (or object) matching selector in namespace.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
-	if isFrontDoorObject(info.GroupResource) || info.Metric == signals.FrontDoorPendingRequests {
+	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {
 		return nil, frontDoorBySelector(namespace, info) // frontdoor.go
 	}
-	if info.Metric == signals.DemandPerReplica {
+	if info.Metric == catalog.DemandPerReplica {
 		return p.demandPerReplicaBySelector(ctx, namespace, selector, info, metricSelector) // coldstart.go
 	}
 	sig, k, err := resolve(info)
@@ -320,10 +320,10 @@ func shadowedMessage(newer types.NamespacedName) string {
 // podSample looks a signal up for one pod. inference_batch_fill falls back to
 // batch size divided by the pod's max-batch-size annotation when the page
 // does not report a fill itself.
-func (p *Provider) podSample(pod *corev1.Pod, sig signals.Signal, match store.ModelMatcher, now time.Time) store.Sample {
+func (p *Provider) podSample(pod *corev1.Pod, sig catalog.Signal, match store.ModelMatcher, now time.Time) store.Sample {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	s := p.values.Get(key, sig, match, now, p.cfg.MaxAge)
-	if sig != signals.BatchFill || s.Status != store.Absent {
+	if sig != catalog.BatchFill || s.Status != store.Absent {
 		return s
 	}
 	max, ok := targets.MaxBatchSize(pod)
@@ -331,7 +331,7 @@ func (p *Provider) podSample(pod *corev1.Pod, sig signals.Signal, match store.Mo
 		s.Detail += fmt.Sprintf("; set the pod annotation %s to derive it from the batch size", targets.AnnotationMaxBatchSize)
 		return s
 	}
-	b := p.values.Get(key, signals.BatchSize, match, now, p.cfg.MaxAge)
+	b := p.values.Get(key, catalog.BatchSize, match, now, p.cfg.MaxAge)
 	if b.Status != store.OK {
 		return b
 	}
@@ -370,7 +370,7 @@ func (p *Provider) objectSelector(k kind, name types.NamespacedName) (labels.Sel
 // sum would understate the load, so a missing Ready pod makes the whole
 // answer a 404 naming it), and a Running pod that is not Ready counts when
 // it has a fresh value. With want false the question creates no demand.
-func (p *Provider) objectValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, sig signals.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+func (p *Provider) objectValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, sig catalog.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
 	pods, err := p.list.Pods.Pods(name.Namespace).List(sel)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
@@ -413,7 +413,7 @@ type aggregate struct {
 //     server often fails its readiness probe, and its load is real;
 //   - a pod that is not Ready and has no value is left out (still loading);
 //   - a pod whose IP a newer pod has taken is left out.
-func (p *Provider) aggregatePods(running []*corev1.Pod, sig signals.Signal, match store.ModelMatcher) aggregate {
+func (p *Provider) aggregatePods(running []*corev1.Pod, sig catalog.Signal, match store.ModelMatcher) aggregate {
 	if _, _, ok := sig.Quantile(); ok {
 		return p.aggregateWindows(running, sig, match) // slo.go
 	}
@@ -434,7 +434,7 @@ func (p *Provider) aggregatePods(running []*corev1.Pod, sig signals.Signal, matc
 			}
 			continue
 		}
-		a.value = signals.Combine(sig.Aggregation(), a.value, a.counted, s.Value)
+		a.value = catalog.Combine(sig.Aggregation(), a.value, a.counted, s.Value)
 		a.counted++
 		if a.oldest.IsZero() || s.Time.Before(a.oldest) {
 			a.oldest = s.Time
@@ -443,7 +443,7 @@ func (p *Provider) aggregatePods(running []*corev1.Pod, sig signals.Signal, matc
 	return a
 }
 
-func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace string, selector labels.Selector, sig signals.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace string, selector labels.Selector, sig catalog.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
 	var names []string
 	switch k {
 	case kindDeployment:
@@ -498,7 +498,7 @@ func (p *Provider) windowSeconds() int64 {
 
 // value builds the API's value of obj; a value that is not a finite number
 // is a 404 saying so.
-func (p *Provider) value(ctx context.Context, info cmprovider.CustomMetricInfo, sig signals.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) (custom_metrics.MetricValue, error) {
+func (p *Provider) value(ctx context.Context, info cmprovider.CustomMetricInfo, sig catalog.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) (custom_metrics.MetricValue, error) {
 	q, ok := quantity(v)
 	if !ok {
 		return custom_metrics.MetricValue{}, outOfRange(info, obj.Namespace+"/"+obj.Name, v)
@@ -563,8 +563,8 @@ func ref(k kind, name types.NamespacedName) custom_metrics.ObjectReference {
 	return r
 }
 
-func resolve(info cmprovider.CustomMetricInfo) (signals.Signal, kind, error) {
-	sig, ok := signals.ByName(info.Metric)
+func resolve(info cmprovider.CustomMetricInfo) (catalog.Signal, kind, error) {
+	sig, ok := catalog.ByName(info.Metric)
 	if !ok {
 		return 0, 0, notFound(info, fmt.Sprintf("unknown metric %q; served metrics: %s", info.Metric, servedNames()))
 	}
@@ -577,10 +577,10 @@ func resolve(info cmprovider.CustomMetricInfo) (signals.Signal, kind, error) {
 
 func servedNames() string {
 	var names []string
-	for _, s := range signals.All() {
+	for _, s := range catalog.All() {
 		names = append(names, s.Name())
 	}
-	names = append(names, signals.DemandPerReplica+" (deployments and statefulsets)")
+	names = append(names, catalog.DemandPerReplica+" (deployments and statefulsets)")
 	return strings.Join(names, ", ")
 }
 

@@ -33,8 +33,8 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 	cmstorage "sigs.k8s.io/custom-metrics-apiserver/pkg/registry/custom_metrics"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
 
@@ -104,8 +104,8 @@ func page(models ...parse.Model) *parse.Page {
 
 func model(name string, q, b, kv float64) parse.Model {
 	m := parse.Model{Name: name}
-	m.Values[signals.QueueSize], m.Values[signals.BatchSize], m.Values[signals.KVCacheUsage] = q, b, kv
-	m.Has = m.Has.Add(signals.QueueSize).Add(signals.BatchSize).Add(signals.KVCacheUsage)
+	m.Values[catalog.QueueSize], m.Values[catalog.BatchSize], m.Values[catalog.KVCacheUsage] = q, b, kv
+	m.Has = m.Has.Add(catalog.QueueSize).Add(catalog.BatchSize).Add(catalog.KVCacheUsage)
 	return m
 }
 
@@ -186,7 +186,7 @@ func TestCustomMetricsAPI(t *testing.T) {
 	st.Record(types.NamespacedName{Namespace: "ns", Name: "b"}, fresh, page(model("llama", 5, 10, 0.1)), nil)
 	st.Record(types.NamespacedName{Namespace: "ns", Name: "stale"}, now.Add(-time.Minute), page(model("llama", 7, 7, 0.7)), nil)
 	st.Record(types.NamespacedName{Namespace: "ns", Name: "failed"}, fresh, nil, fmt.Errorf("scrape: timeout"))
-	st.Record(types.NamespacedName{Namespace: "ns", Name: "tgi"}, fresh, &parse.Page{Server: parse.TGI, Models: []parse.Model{{Has: signals.Set(0).Add(signals.QueueSize).Add(signals.BatchSize), Values: [signals.NumServing]float64{4, 8}}}}, nil)
+	st.Record(types.NamespacedName{Namespace: "ns", Name: "tgi"}, fresh, &parse.Page{Server: parse.TGI, Models: []parse.Model{{Has: catalog.Set(0).Add(catalog.QueueSize).Add(catalog.BatchSize), Values: [catalog.NumServing]float64{4, 8}}}}, nil)
 	f := fixture{
 		now:   now,
 		store: st,
@@ -281,7 +281,7 @@ func TestDiscoveryListsEveryMetric(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
-	for _, s := range signals.All() {
+	for _, s := range catalog.All() {
 		for _, r := range []string{"pods/", "deployments.apps/", "statefulsets.apps/"} {
 			if !strings.Contains(body, `"`+r+s.Name()+`"`) {
 				t.Errorf("discovery lacks %s%s", r, s.Name())

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -16,7 +16,7 @@ import (
 // pods (store.Store implements it). A Values without it serves percentiles
 // per pod only.
 type Windows interface {
-	Window(pod types.NamespacedName, sig signals.Signal, match store.ModelMatcher, now time.Time, maxAge time.Duration) (store.Window, store.Sample)
+	Window(pod types.NamespacedName, sig catalog.Signal, match store.ModelMatcher, now time.Time, maxAge time.Duration) (store.Window, store.Sample)
 }
 
 // aggregateWindows is aggregatePods for a percentile signal: the pods'
@@ -26,7 +26,7 @@ type Windows interface {
 // aggregatePods'. An idle pod (no request in the window) counts, with
 // nothing to add; when no counted pod had a request, every counted pod is
 // noted in why, so that the answer is a 404 that says so, never a 0.
-func (p *Provider) aggregateWindows(running []*corev1.Pod, sig signals.Signal, match store.ModelMatcher) aggregate {
+func (p *Provider) aggregateWindows(running []*corev1.Pod, sig catalog.Signal, match store.ModelMatcher) aggregate {
 	var a aggregate
 	ws, ok := p.values.(Windows)
 	if !ok {

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
 
@@ -21,10 +21,10 @@ import (
 // (bounds 0.1, 0.5, 1, +Inf; cumulative counts ttft).
 func sloModel(name string, tokens float64, ttft ...float64) parse.Model {
 	m := model(name, 1, 1, 0.5)
-	m.Counters[signals.GenerationTokens] = tokens
-	m.HasCounter = 1 << signals.GenerationTokens
+	m.Counters[catalog.GenerationTokens] = tokens
+	m.HasCounter = 1 << catalog.GenerationTokens
 	h := &parse.Histogram{}
-	m.Hists[signals.TimeToFirstToken] = h
+	m.Hists[catalog.TimeToFirstToken] = h
 	h.N = 4
 	copy(h.Le[:], []float64{0.1, 0.5, 1, math.Inf(1)})
 	copy(h.Count[:], ttft)

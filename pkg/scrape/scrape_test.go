@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // The values written in testdata/vllm-v1.prom.
@@ -98,7 +98,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func pod(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
 
 // value returns signal s of the page's only model.
-func value(p *parse.Page, s signals.Signal) (float64, bool) {
+func value(p *parse.Page, s catalog.Signal) (float64, bool) {
 	if p == nil || len(p.Models) != 1 {
 		return 0, false
 	}
@@ -329,7 +329,7 @@ func TestHealthyTarget(t *testing.T) {
 				if r.page.Server != parse.VLLMV1 {
 					t.Errorf("record %d: server %v, want vllm-v1", i, r.page.Server)
 				}
-				for s, want := range map[signals.Signal]float64{signals.QueueSize: fixtureQueue, signals.BatchSize: fixtureBatch, signals.KVCacheUsage: fixtureKV} {
+				for s, want := range map[catalog.Signal]float64{catalog.QueueSize: fixtureQueue, catalog.BatchSize: fixtureBatch, catalog.KVCacheUsage: fixtureKV} {
 					if got, ok := value(r.page, s); !ok || got != want {
 						t.Errorf("record %d: %v = %v, %v; want %v", i, s, got, ok, want)
 					}
@@ -546,10 +546,10 @@ func TestFailingTargets(t *testing.T) {
 				if r.err != nil {
 					t.Fatalf("healthy record %d: %v", i, r.err)
 				}
-				if got, ok := value(r.page, signals.QueueSize); !ok || got != fixtureQueue {
+				if got, ok := value(r.page, catalog.QueueSize); !ok || got != fixtureQueue {
 					t.Fatalf("healthy record %d: queue %v, %v; want %v", i, got, ok, fixtureQueue)
 				}
-				if got, ok := value(r.page, signals.BatchSize); !ok || got != fixtureBatch {
+				if got, ok := value(r.page, catalog.BatchSize); !ok || got != fixtureBatch {
 					t.Fatalf("healthy record %d: batch %v, %v; want %v", i, got, ok, fixtureBatch)
 				}
 			}
@@ -616,7 +616,7 @@ func TestBodyLimit(t *testing.T) {
 					t.Fatalf("record %d: reason %q (%v), want %q", i, got, r.err, tt.wantReason)
 				}
 				if r.err == nil {
-					if got, ok := value(r.page, signals.QueueSize); !ok || got != fixtureQueue {
+					if got, ok := value(r.page, catalog.QueueSize); !ok || got != fixtureQueue {
 						t.Fatalf("record %d: queue %v, %v; want %v", i, got, ok, fixtureQueue)
 					}
 				}
@@ -724,7 +724,7 @@ func TestSetTargets(t *testing.T) {
 		if len(recs) == 0 || recs[len(recs)-1].err != nil {
 			return -1
 		}
-		v, ok := value(recs[len(recs)-1].page, signals.QueueSize)
+		v, ok := value(recs[len(recs)-1].page, catalog.QueueSize)
 		if !ok {
 			return -1
 		}
@@ -856,7 +856,7 @@ func TestCustomServers(t *testing.T) {
 		{Pod: pod("forced"), URL: vllmish.URL, Server: fork},
 		{Pod: pod("built-in"), URL: vllmish.URL},
 	})
-	check := func(name string, server parse.Server, model string, s signals.Signal, want float64) {
+	check := func(name string, server parse.Server, model string, s catalog.Signal, want float64) {
 		t.Helper()
 		recs := sink.get(pod(name))
 		if len(recs) == 0 || recs[0].err != nil {
@@ -867,14 +867,14 @@ func TestCustomServers(t *testing.T) {
 			t.Errorf("%s: page %+v, want server %s, model %q, %s = %v", name, *p, servers.Name(server), model, s, want)
 		}
 	}
-	check("detected", my, "m", signals.KVCacheUsage, 0.3)
-	check("forced", fork, "s", signals.QueueSize, 2)
-	check("built-in", parse.VLLMV0, "m", signals.QueueSize, 2)
+	check("detected", my, "m", catalog.KVCacheUsage, 0.3)
+	check("forced", fork, "s", catalog.QueueSize, 2)
+	check("built-in", parse.VLLMV0, "m", catalog.QueueSize, 2)
 
 	m.SetTargets([]Target{{Pod: pod("looped"), URL: custom.URL, Server: my}})
 	startManager(t, m)
 	waitFor(t, "a scrape by the loop", func() bool { return len(sink.get(pod("looped"))) > 0 })
-	check("looped", my, "m", signals.QueueSize, 7)
+	check("looped", my, "m", catalog.QueueSize, 7)
 }
 
 // TestTargetsCountsTheLatestSet: Targets, which the adapter's liveness check

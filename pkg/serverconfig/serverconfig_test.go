@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 const good = `# Two custom servers.
@@ -132,7 +132,7 @@ func TestLoad(t *testing.T) {
 	if got.Server != my || len(got.Models) != 1 {
 		t.Fatalf("got %+v", *got)
 	}
-	for s, want := range map[signals.Signal]float64{signals.QueueSize: 4, signals.BatchSize: 2, signals.KVCacheUsage: 0.25} {
+	for s, want := range map[catalog.Signal]float64{catalog.QueueSize: 4, catalog.BatchSize: 2, catalog.KVCacheUsage: 0.25} {
 		if v, ok := got.Models[0].Value(s); !ok || v != want {
 			t.Errorf("%s = %v, %v; want %v", s, v, ok, want)
 		}
@@ -178,12 +178,12 @@ func TestDocsExample(t *testing.T) {
 		t.Fatalf("page read as %s with models %+v, want my-server with model llama", servers.Name(got.Server), got.Models)
 	}
 	mod := got.Models[0]
-	for s, want := range map[signals.Signal]float64{signals.QueueSize: 5, signals.BatchSize: 9, signals.KVCacheUsage: 0.65} {
+	for s, want := range map[catalog.Signal]float64{catalog.QueueSize: 5, catalog.BatchSize: 9, catalog.KVCacheUsage: 0.65} {
 		if v, ok := mod.Value(s); !ok || math.Abs(v-want) > 1e-12 {
 			t.Errorf("%s = %v, %v; the docs say %v", s, v, ok, want)
 		}
 	}
-	if _, ok := mod.Value(signals.BatchFill); ok {
+	if _, ok := mod.Value(catalog.BatchFill); ok {
 		t.Error("batch fill present; the docs say absent")
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // fakeBackend answers /health with 200 once healthy is set (503 before) and
@@ -87,7 +87,7 @@ func parsePending(t *testing.T, base string) float64 {
 	if pg.Server != parse.GIEEPP || len(pg.Models) != 1 || pg.Models[0].Name != "m" {
 		t.Fatalf("the page parses as %v with models %+v, want one gie-epp model m:\n%s", pg.Server, pg.Models, body)
 	}
-	v, ok := pg.Models[0].Value(signals.QueueSize)
+	v, ok := pg.Models[0].Value(catalog.QueueSize)
 	if !ok {
 		t.Fatalf("no queue on the page:\n%s", body)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // BenchmarkRecord is the store's share of one scrape: copying a parsed page in.
@@ -40,7 +40,7 @@ func BenchmarkGet1000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, p := range pods {
-			if s.Get(p, signals.QueueSize, nil, at, time.Minute).Status != OK {
+			if s.Get(p, catalog.QueueSize, nil, at, time.Minute).Status != OK {
 				b.Fatal("missing")
 			}
 		}

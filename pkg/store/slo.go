@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // DefaultSLOWindow is the sliding window of the latency percentiles when
@@ -38,13 +38,13 @@ type sloState struct {
 // modelRates are one model's counter rates between the pod's last two good
 // scrapes.
 type modelRates struct {
-	vals [signals.NumCounters]float64
+	vals [catalog.NumCounters]float64
 	has  uint8
 }
 
 type modelWindow struct {
 	name string
-	lat  [signals.NumLatencies]latWindow
+	lat  [catalog.NumLatencies]latWindow
 }
 
 // latWindow is one latency histogram's window: its bucket bounds, its
@@ -76,7 +76,7 @@ func (sv *servingEntry) recordSLO(at time.Time, page *parse.Page, prev []parse.M
 		if old == nil || prevAt.IsZero() || dt <= 0 {
 			continue // the first scrape of the pod (or of the model): no rate
 		}
-		for c := range signals.NumCounters {
+		for c := range catalog.NumCounters {
 			cur, ok1 := m.Counter(c)
 			was, ok2 := old.Counter(c)
 			if !ok1 || !ok2 || cur < was {
@@ -105,7 +105,7 @@ func (sv *servingEntry) recordSLO(at time.Time, page *parse.Page, prev []parse.M
 				break
 			}
 		}
-		for l := range signals.NumLatencies {
+		for l := range catalog.NumLatencies {
 			w.lat[l].update(at, m.Hists[l], window)
 		}
 		st.windows = append(st.windows, w)
@@ -253,7 +253,7 @@ func (w *Window) Quantile(q float64) (v float64, ok bool) {
 
 // window returns model m's window of latency l as of its latest good page
 // (scraped at goodAt): the latest bucket counts less the oldest snapshot's.
-func (st *sloState) window(m *parse.Model, l signals.Latency, goodAt time.Time) (Window, error) {
+func (st *sloState) window(m *parse.Model, l catalog.Latency, goodAt time.Time) (Window, error) {
 	// m is the store's copy of the page's model, without its histograms:
 	// their latest counts are in the window.
 	var lw *latWindow
@@ -286,7 +286,7 @@ var errNoHistogram = fmt.Errorf("page has no histogram for it")
 
 // rate returns the rate of counter c over the models match selects, summed,
 // and how many models had one.
-func (st *sloState) rate(models []parse.Model, c signals.Counter, match ModelMatcher) (v float64, n, matched int) {
+func (st *sloState) rate(models []parse.Model, c catalog.Counter, match ModelMatcher) (v float64, n, matched int) {
 	for i := range models {
 		if match != nil && !match(models[i].Name) {
 			continue
@@ -301,7 +301,7 @@ func (st *sloState) rate(models []parse.Model, c signals.Counter, match ModelMat
 }
 
 // rateSample is Get for a rate signal of an entry with a fresh good page.
-func (sv *servingEntry) rateSample(sig signals.Signal, c signals.Counter, match ModelMatcher) Sample {
+func (sv *servingEntry) rateSample(sig catalog.Signal, c catalog.Counter, match ModelMatcher) Sample {
 	v, n, matched := sv.slo.rate(sv.models, c, match)
 	if n > 0 {
 		return Sample{Value: v, Time: sv.goodAt, Status: OK}
@@ -317,7 +317,7 @@ func (sv *servingEntry) rateSample(sig signals.Signal, c signals.Counter, match 
 // good page, merged over the models match selects; the Sample says why
 // there is none when its Status is not OK. A window with no observation is
 // OK: it is a measured zero count, which merges as such.
-func (sv *servingEntry) windowSample(sig signals.Signal, match ModelMatcher) (Window, Sample) {
+func (sv *servingEntry) windowSample(sig catalog.Signal, match ModelMatcher) (Window, Sample) {
 	l, _, _ := sig.Quantile()
 	var merged Window
 	var why error
@@ -353,7 +353,7 @@ func (sv *servingEntry) windowSample(sig signals.Signal, match ModelMatcher) (Wi
 // the models match selects, as of now, for merging over a workload's pods:
 // a Sample whose Status is not OK says why there is none. A window with no
 // observation (an idle pod) is OK.
-func (s *Store) Window(pod types.NamespacedName, sig signals.Signal, match ModelMatcher, now time.Time, maxAge time.Duration) (Window, Sample) {
+func (s *Store) Window(pod types.NamespacedName, sig catalog.Signal, match ModelMatcher, now time.Time, maxAge time.Duration) (Window, Sample) {
 	if _, _, ok := sig.Quantile(); !ok {
 		return Window{}, Sample{Status: Absent, Detail: fmt.Sprintf("%s is not a percentile", sig.Name())}
 	}
@@ -370,7 +370,7 @@ func (s *Store) Window(pod types.NamespacedName, sig signals.Signal, match Model
 }
 
 // NoObservation says why a window of span gives no percentile of sig.
-func NoObservation(sig signals.Signal, span time.Duration) string {
+func NoObservation(sig catalog.Signal, span time.Duration) string {
 	if span == 0 {
 		return fmt.Sprintf("no %s window yet: one good scrape so far (or since the server restarted), a window needs two", sig.Name())
 	}

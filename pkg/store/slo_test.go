@@ -10,19 +10,19 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // cmodel is a model with counters (generated tokens, requests) and a TTFT
 // histogram of the given cumulative counts over ttftLe.
 func cmodel(name string, tokens, requests float64, ttft ...float64) parse.Model {
 	m := mdl(name, 1, 0.5)
-	m.Counters[signals.GenerationTokens], m.Counters[signals.Requests] = tokens, requests
-	m.HasCounter = 1<<signals.GenerationTokens | 1<<signals.Requests
+	m.Counters[catalog.GenerationTokens], m.Counters[catalog.Requests] = tokens, requests
+	m.HasCounter = 1<<catalog.GenerationTokens | 1<<catalog.Requests
 	if ttft != nil {
 		h := &parse.Histogram{}
-		m.Hists[signals.TimeToFirstToken] = h
+		m.Hists[catalog.TimeToFirstToken] = h
 		h.N = len(ttftLe)
 		copy(h.Le[:], ttftLe)
 		copy(h.Count[:], ttft)
@@ -45,18 +45,18 @@ func TestRates(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		recs   []rec
-		sig    signals.Signal
+		sig    catalog.Signal
 		want   float64
 		status Status
 	}{
-		{"first scrape: missing", []rec{{0, cmodel("a", 100, 1), false}}, signals.GenerationTokensPerSecond, 0, Absent},
-		{"two scrapes", []rec{{0, cmodel("a", 100, 1), false}, {5 * time.Second, cmodel("a", 600, 11), false}}, signals.GenerationTokensPerSecond, 100, OK},
-		{"requests", []rec{{0, cmodel("a", 100, 1), false}, {5 * time.Second, cmodel("a", 600, 11), false}}, signals.RequestsPerSecond, 2, OK},
-		{"idle is a measured zero", []rec{{0, cmodel("a", 100, 1), false}, {5 * time.Second, cmodel("a", 100, 1), false}}, signals.GenerationTokensPerSecond, 0, OK},
-		{"counter reset: missing, never negative", []rec{{0, cmodel("a", 1000, 1), false}, {5 * time.Second, cmodel("a", 10, 1), false}}, signals.GenerationTokensPerSecond, 0, Absent},
-		{"after a reset the rate resumes", []rec{{0, cmodel("a", 1000, 1), false}, {5 * time.Second, cmodel("a", 10, 1), false}, {10 * time.Second, cmodel("a", 60, 1), false}}, signals.GenerationTokensPerSecond, 10, OK},
-		{"a failed scrape in between: over both intervals", []rec{{0, cmodel("a", 0, 0), false}, {5 * time.Second, parse.Model{}, true}, {10 * time.Second, cmodel("a", 500, 0), false}}, signals.GenerationTokensPerSecond, 50, OK},
-		{"counter absent", []rec{{0, mdl("a", 1, 0.1), false}, {5 * time.Second, mdl("a", 1, 0.1), false}}, signals.PreemptionsPerSecond, 0, Absent},
+		{"first scrape: missing", []rec{{0, cmodel("a", 100, 1), false}}, catalog.GenerationTokensPerSecond, 0, Absent},
+		{"two scrapes", []rec{{0, cmodel("a", 100, 1), false}, {5 * time.Second, cmodel("a", 600, 11), false}}, catalog.GenerationTokensPerSecond, 100, OK},
+		{"requests", []rec{{0, cmodel("a", 100, 1), false}, {5 * time.Second, cmodel("a", 600, 11), false}}, catalog.RequestsPerSecond, 2, OK},
+		{"idle is a measured zero", []rec{{0, cmodel("a", 100, 1), false}, {5 * time.Second, cmodel("a", 100, 1), false}}, catalog.GenerationTokensPerSecond, 0, OK},
+		{"counter reset: missing, never negative", []rec{{0, cmodel("a", 1000, 1), false}, {5 * time.Second, cmodel("a", 10, 1), false}}, catalog.GenerationTokensPerSecond, 0, Absent},
+		{"after a reset the rate resumes", []rec{{0, cmodel("a", 1000, 1), false}, {5 * time.Second, cmodel("a", 10, 1), false}, {10 * time.Second, cmodel("a", 60, 1), false}}, catalog.GenerationTokensPerSecond, 10, OK},
+		{"a failed scrape in between: over both intervals", []rec{{0, cmodel("a", 0, 0), false}, {5 * time.Second, parse.Model{}, true}, {10 * time.Second, cmodel("a", 500, 0), false}}, catalog.GenerationTokensPerSecond, 50, OK},
+		{"counter absent", []rec{{0, mdl("a", 1, 0.1), false}, {5 * time.Second, mdl("a", 1, 0.1), false}}, catalog.PreemptionsPerSecond, 0, Absent},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New()
@@ -96,11 +96,11 @@ func TestRatesPodReplaced(t *testing.T) {
 	s.Record(pod, t0, page(cmodel("a", 100, 1)), nil)
 	s.Retain(func(types.NamespacedName) bool { return false }) // the UID changed
 	s.Record(pod, t0.Add(5*time.Second), page(cmodel("a", 100000, 1)), nil)
-	if got := s.Get(pod, signals.GenerationTokensPerSecond, nil, t0.Add(5*time.Second), time.Minute); got.Status != Absent {
+	if got := s.Get(pod, catalog.GenerationTokensPerSecond, nil, t0.Add(5*time.Second), time.Minute); got.Status != Absent {
 		t.Errorf("first scrape of the new pod: %v %v, want absent", got.Value, got.Status)
 	}
 	s.Record(pod, t0.Add(10*time.Second), page(cmodel("a", 100500, 1)), nil)
-	if got := s.Get(pod, signals.GenerationTokensPerSecond, nil, t0.Add(10*time.Second), time.Minute); got.Status != OK || got.Value != 100 {
+	if got := s.Get(pod, catalog.GenerationTokensPerSecond, nil, t0.Add(10*time.Second), time.Minute); got.Status != OK || got.Value != 100 {
 		t.Errorf("second scrape: %v %v, want 100", got.Value, got.Status)
 	}
 }
@@ -204,7 +204,7 @@ func TestLatencyWindow(t *testing.T) {
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	get := func(s *Store, now time.Time) Sample {
-		return s.Get(pod, signals.TimeToFirstTokenP90, nil, now, time.Minute)
+		return s.Get(pod, catalog.TimeToFirstTokenP90, nil, now, time.Minute)
 	}
 
 	t.Run("first scrape: missing", func(t *testing.T) {
@@ -258,10 +258,10 @@ func TestLatencyWindow(t *testing.T) {
 			s.Record(pod, at(sec), page(cmodel("a", 0, 0, float64(sec), float64(sec), float64(sec), float64(sec))), nil)
 		}
 		e := s.pods[pod]
-		if n := len(e.serving.slo.windows[0].lat[signals.TimeToFirstToken].anchors); n > WindowAnchors+1 {
+		if n := len(e.serving.slo.windows[0].lat[catalog.TimeToFirstToken].anchors); n > WindowAnchors+1 {
 			t.Errorf("%d snapshots, want at most %d", n, WindowAnchors+1)
 		}
-		w, st := s.Window(pod, signals.TimeToFirstTokenP90, nil, at(599), time.Minute)
+		w, st := s.Window(pod, catalog.TimeToFirstTokenP90, nil, at(599), time.Minute)
 		if st.Status != OK || w.Span < 50*time.Second || w.Span > 60*time.Second {
 			t.Errorf("window span %v (%v), want between 50s and 60s", w.Span, st.Status)
 		}
@@ -286,7 +286,7 @@ func TestMergedQuantile(t *testing.T) {
 
 	var merged Window
 	for _, p := range []types.NamespacedName{fast, slow, idle} {
-		w, st := s.Window(p, signals.TimeToFirstTokenP90, nil, now, time.Minute)
+		w, st := s.Window(p, catalog.TimeToFirstTokenP90, nil, now, time.Minute)
 		if st.Status != OK {
 			t.Fatalf("%s: %v %s", p, st.Status, st.Detail)
 		}
@@ -299,15 +299,15 @@ func TestMergedQuantile(t *testing.T) {
 	if !ok || got != 0.1 {
 		t.Errorf("merged p90 = %v %v, want 0.1", got, ok)
 	}
-	f := s.Get(fast, signals.TimeToFirstTokenP90, nil, now, time.Minute)
-	sl := s.Get(slow, signals.TimeToFirstTokenP90, nil, now, time.Minute)
+	f := s.Get(fast, catalog.TimeToFirstTokenP90, nil, now, time.Minute)
+	sl := s.Get(slow, catalog.TimeToFirstTokenP90, nil, now, time.Minute)
 	if mean := (f.Value + sl.Value) / 2; math.Abs(mean-got) < 0.1 {
 		t.Errorf("mean of per-pod p90s %v is close to the merged %v: the test shows nothing", mean, got)
 	}
 	if sl.Value <= 0.5 || f.Value > 0.1 {
 		t.Errorf("per pod: fast %v, slow %v", f.Value, sl.Value)
 	}
-	if i := s.Get(idle, signals.TimeToFirstTokenP90, nil, now, time.Minute); i.Status != Absent {
+	if i := s.Get(idle, catalog.TimeToFirstTokenP90, nil, now, time.Minute); i.Status != Absent {
 		t.Errorf("idle pod p90: %v %v, want absent", i.Value, i.Status)
 	}
 
@@ -328,15 +328,15 @@ func TestSLOModelSelection(t *testing.T) {
 	now := t0.Add(10 * time.Second)
 	only := func(n string) ModelMatcher { return func(m string) bool { return m == n } }
 	for _, tt := range []struct {
-		sig   signals.Signal
+		sig   catalog.Signal
 		match ModelMatcher
 		want  float64
 	}{
-		{signals.GenerationTokensPerSecond, nil, 40},
-		{signals.GenerationTokensPerSecond, only("b"), 30},
-		{signals.TimeToFirstTokenP50, only("a"), 0.05},
-		{signals.TimeToFirstTokenP50, only("b"), 0.75},
-		{signals.TimeToFirstTokenP50, nil, 0.1}, // 20 requests, the 10th at 0.1
+		{catalog.GenerationTokensPerSecond, nil, 40},
+		{catalog.GenerationTokensPerSecond, only("b"), 30},
+		{catalog.TimeToFirstTokenP50, only("a"), 0.05},
+		{catalog.TimeToFirstTokenP50, only("b"), 0.75},
+		{catalog.TimeToFirstTokenP50, nil, 0.1}, // 20 requests, the 10th at 0.1
 	} {
 		got := s.Get(pod, tt.sig, tt.match, now, time.Minute)
 		if got.Status != OK || math.Abs(got.Value-tt.want) > 1e-12 {

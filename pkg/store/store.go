@@ -26,9 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 // Status says whether a lookup found a usable value, and if not, why not.
@@ -122,8 +122,8 @@ func truncate(s string) string {
 type GPU struct {
 	// GPUs is the number of GPUs allocated to the pod.
 	GPUs   int
-	Values [signals.Count]float64
-	Has    signals.Set
+	Values [catalog.Count]float64
+	Has    catalog.Set
 }
 
 type gpuEntry struct {
@@ -198,7 +198,7 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 		sv.server = page.Server
 		sv.models = append(sv.models[:0], page.Models...)
 		for i := range sv.models {
-			sv.models[i].Hists = [signals.NumLatencies]*parse.Histogram{} // the parser's memory; the windows hold copies
+			sv.models[i].Hists = [catalog.NumLatencies]*parse.Histogram{} // the parser's memory; the windows hold copies
 		}
 		sv.rejected = page.Rejected
 	}
@@ -275,7 +275,7 @@ func (s *Store) Scraped(pod types.NamespacedName) bool {
 // treating samples older than maxAge as stale. Serving signals are combined
 // over the matching models with the signal's aggregation (queue and batch
 // summed, fractions maxed).
-func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMatcher, now time.Time, maxAge time.Duration) Sample {
+func (s *Store) Get(pod types.NamespacedName, sig catalog.Signal, match ModelMatcher, now time.Time, maxAge time.Duration) Sample {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e := s.pods[pod]
@@ -316,7 +316,7 @@ func (s *Store) Get(pod types.NamespacedName, sig signals.Signal, match ModelMat
 		if !ok {
 			continue
 		}
-		v = signals.Combine(sig.Aggregation(), v, n, x)
+		v = catalog.Combine(sig.Aggregation(), v, n, x)
 		n++
 	}
 	if n == 0 {
@@ -345,7 +345,7 @@ func (sv *servingEntry) notOK(st Status, now time.Time) Sample {
 	return Sample{Status: NotScraped}
 }
 
-func (e *entry) gpuSample(sig signals.Signal, now time.Time, maxAge time.Duration) Sample {
+func (e *entry) gpuSample(sig catalog.Signal, now time.Time, maxAge time.Duration) Sample {
 	switch {
 	case !e.hasGPU:
 		return Sample{Status: NotScraped, Detail: "no gpu-agent reported this pod"}

@@ -13,15 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 func mdl(name string, q, kv float64) parse.Model {
 	m := parse.Model{Name: name}
-	m.Values[signals.QueueSize], m.Values[signals.KVCacheUsage] = q, kv
-	m.Has = m.Has.Add(signals.QueueSize).Add(signals.KVCacheUsage)
+	m.Values[catalog.QueueSize], m.Values[catalog.KVCacheUsage] = q, kv
+	m.Has = m.Has.Add(catalog.QueueSize).Add(catalog.KVCacheUsage)
 	return m
 }
 
@@ -32,50 +32,50 @@ func TestGet(t *testing.T) {
 	cases := []struct {
 		name   string
 		record func(s *Store)
-		sig    signals.Signal
+		sig    catalog.Signal
 		match  ModelMatcher
 		now    time.Time
 		want   float64
 		status Status
 		wantAt time.Time
 	}{
-		{name: "never scraped", record: func(*Store) {}, sig: signals.QueueSize, now: t0, status: NotScraped},
+		{name: "never scraped", record: func(*Store) {}, sig: catalog.QueueSize, now: t0, status: NotScraped},
 		{name: "sum over models", record: func(s *Store) {
 			s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1), mdl("b", 3, 0.7)}}, nil)
-		}, sig: signals.QueueSize, now: t0.Add(time.Second), want: 5, status: OK, wantAt: t0},
+		}, sig: catalog.QueueSize, now: t0.Add(time.Second), want: 5, status: OK, wantAt: t0},
 		{name: "max over models", record: func(s *Store) {
 			s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1), mdl("b", 3, 0.7)}}, nil)
-		}, sig: signals.KVCacheUsage, now: t0, want: 0.7, status: OK, wantAt: t0},
+		}, sig: catalog.KVCacheUsage, now: t0, want: 0.7, status: OK, wantAt: t0},
 		{name: "one model", record: func(s *Store) {
 			s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1), mdl("b", 3, 0.7)}}, nil)
-		}, sig: signals.QueueSize, match: only("a"), now: t0, want: 2, status: OK, wantAt: t0},
-		{name: "no such model", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: signals.QueueSize, match: only("z"), now: t0, status: Absent, wantAt: t0},
-		{name: "series absent", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: signals.BatchSize, now: t0, status: Absent, wantAt: t0},
-		{name: "zero is a value", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 0, 0)}}, nil) }, sig: signals.QueueSize, now: t0, want: 0, status: OK, wantAt: t0},
-		{name: "stale", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: signals.QueueSize, now: t0.Add(16 * time.Second), status: Stale, wantAt: t0},
+		}, sig: catalog.QueueSize, match: only("a"), now: t0, want: 2, status: OK, wantAt: t0},
+		{name: "no such model", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: catalog.QueueSize, match: only("z"), now: t0, status: Absent, wantAt: t0},
+		{name: "series absent", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: catalog.BatchSize, now: t0, status: Absent, wantAt: t0},
+		{name: "zero is a value", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 0, 0)}}, nil) }, sig: catalog.QueueSize, now: t0, want: 0, status: OK, wantAt: t0},
+		{name: "stale", record: func(s *Store) { s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil) }, sig: catalog.QueueSize, now: t0.Add(16 * time.Second), status: Stale, wantAt: t0},
 		{name: "failure after a value older than max age", record: func(s *Store) {
 			s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}, nil)
 			s.Record(pod, t0.Add(10*time.Second), nil, errors.New("timeout"))
-		}, sig: signals.QueueSize, now: t0.Add(16 * time.Second), status: Failed, wantAt: t0.Add(10 * time.Second)},
+		}, sig: catalog.QueueSize, now: t0.Add(16 * time.Second), status: Failed, wantAt: t0.Add(10 * time.Second)},
 		{name: "failure without any good scrape", record: func(s *Store) {
 			s.Record(pod, t0, nil, errors.New("refused"))
-		}, sig: signals.QueueSize, now: t0, status: Failed, wantAt: t0},
+		}, sig: catalog.QueueSize, now: t0, status: Failed, wantAt: t0},
 		{name: "older outcome never overwrites newer", record: func(s *Store) {
 			s.Record(pod, t0.Add(time.Second), &parse.Page{Models: []parse.Model{mdl("a", 9, 0.1)}}, nil)
 			s.Record(pod, t0, nil, errors.New("late failure"))
-		}, sig: signals.QueueSize, now: t0.Add(time.Second), want: 9, status: OK, wantAt: t0.Add(time.Second)},
-		{name: "gpu never reported", record: func(s *Store) { s.Record(pod, t0, &parse.Page{}, nil) }, sig: signals.GPUUtilization, now: t0, status: NotScraped},
+		}, sig: catalog.QueueSize, now: t0.Add(time.Second), want: 9, status: OK, wantAt: t0.Add(time.Second)},
+		{name: "gpu never reported", record: func(s *Store) { s.Record(pod, t0, &parse.Page{}, nil) }, sig: catalog.GPUUtilization, now: t0, status: NotScraped},
 		{name: "gpu value", record: func(s *Store) {
-			g := GPU{GPUs: 2, Has: signals.Set(0).Add(signals.GPUUtilization)}
-			g.Values[signals.GPUUtilization] = 0.97
+			g := GPU{GPUs: 2, Has: catalog.Set(0).Add(catalog.GPUUtilization)}
+			g.Values[catalog.GPUUtilization] = 0.97
 			s.RecordGPU(t0, map[types.NamespacedName]GPU{pod: g})
-		}, sig: signals.GPUUtilization, now: t0, want: 0.97, status: OK, wantAt: t0},
+		}, sig: catalog.GPUUtilization, now: t0, want: 0.97, status: OK, wantAt: t0},
 		{name: "gpu SM activity unsupported is absent, not zero", record: func(s *Store) {
-			s.RecordGPU(t0, map[types.NamespacedName]GPU{pod: {GPUs: 1, Has: signals.Set(0).Add(signals.GPUUtilization)}})
-		}, sig: signals.GPUSMActive, now: t0, status: Absent, wantAt: t0},
+			s.RecordGPU(t0, map[types.NamespacedName]GPU{pod: {GPUs: 1, Has: catalog.Set(0).Add(catalog.GPUUtilization)}})
+		}, sig: catalog.GPUSMActive, now: t0, status: Absent, wantAt: t0},
 		{name: "gpu stale", record: func(s *Store) {
-			s.RecordGPU(t0, map[types.NamespacedName]GPU{pod: {GPUs: 1, Has: signals.Set(0).Add(signals.GPUUtilization)}})
-		}, sig: signals.GPUUtilization, now: t0.Add(time.Minute), status: Stale, wantAt: t0},
+			s.RecordGPU(t0, map[types.NamespacedName]GPU{pod: {GPUs: 1, Has: catalog.Set(0).Add(catalog.GPUUtilization)}})
+		}, sig: catalog.GPUUtilization, now: t0.Add(time.Minute), status: Stale, wantAt: t0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestDefect7_FailureKeepsGoodValue(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := s.Get(pod, signals.QueueSize, nil, tc.now, maxAge)
+			got := s.Get(pod, catalog.QueueSize, nil, tc.now, maxAge)
 			if got.Status != tc.status || got.Value != tc.value || !got.Time.Equal(tc.at) || !strings.Contains(got.Detail, tc.wantDetail) {
 				t.Fatalf("got %+v, want %s %v at %s with detail %q", got, tc.status, tc.value, tc.at, tc.wantDetail)
 			}
@@ -182,7 +182,7 @@ func TestDefect8_CanceledNeverOverwrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New()
 			tc.record(s)
-			got := s.Get(pod, signals.QueueSize, nil, t3, 15*time.Second)
+			got := s.Get(pod, catalog.QueueSize, nil, t3, 15*time.Second)
 			if got.Status != tc.status || got.Value != tc.value || !got.Time.Equal(tc.at) {
 				t.Fatalf("got %+v, want %s %v at %s", got, tc.status, tc.value, tc.at)
 			}
@@ -200,7 +200,7 @@ func TestDefect8_ErrorTextBounded(t *testing.T) {
 	at := time.Unix(1000, 0)
 	s := New()
 	s.Record(pod, at, nil, errors.New(strings.Repeat("é", 1<<19))) // 1 MiB
-	got := s.Get(pod, signals.QueueSize, nil, at, time.Minute)
+	got := s.Get(pod, catalog.QueueSize, nil, at, time.Minute)
 	if got.Status != Failed {
 		t.Fatalf("status %s, want %s", got.Status, Failed)
 	}
@@ -217,8 +217,8 @@ func TestRecordCopiesThePage(t *testing.T) {
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
 	pg := &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}}
 	s.Record(pod, time.Unix(100, 0), pg, nil)
-	pg.Models[0].Values[signals.QueueSize] = 99
-	if got := s.Get(pod, signals.QueueSize, nil, time.Unix(100, 0), time.Minute); got.Value != 2 {
+	pg.Models[0].Values[catalog.QueueSize] = 99
+	if got := s.Get(pod, catalog.QueueSize, nil, time.Unix(100, 0), time.Minute); got.Value != 2 {
 		t.Fatalf("store shares the caller's page: got %v", got.Value)
 	}
 }
@@ -278,7 +278,7 @@ func TestAbsentSaysValuesWereRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New()
 			s.Record(pod, t0, &parse.Page{Models: []parse.Model{mdl("a", 2, 0.1)}, Rejected: tc.rejected}, nil)
-			got := s.Get(pod, signals.BatchSize, nil, t0, 15*time.Second)
+			got := s.Get(pod, catalog.BatchSize, nil, t0, 15*time.Second)
 			if got.Status != Absent || got.Detail != tc.want {
 				t.Errorf("Get = %v %q, want %v %q", got.Status, got.Detail, Absent, tc.want)
 			}

@@ -17,8 +17,8 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
 
@@ -85,18 +85,18 @@ func TestDefect1_AgentReportsOnlyItsNode(t *testing.T) {
 
 	report := func(p *corev1.Pod, util float64) agentpage.PodGPU {
 		g := agentpage.PodGPU{Namespace: p.Namespace, Pod: p.Name, GPUs: 1}
-		g.Values[signals.GPUUtilization] = util
-		g.Has = g.Has.Add(signals.GPUUtilization)
+		g.Values[catalog.GPUUtilization] = util
+		g.Has = g.Has.Add(catalog.GPUUtilization)
 		return g
 	}
 	at := time.Unix(1000, 0)
 	gate.RecordAgent(types.NamespacedName{Namespace: "ima", Name: "agent-n1"}, at, []agentpage.PodGPU{report(victim, 0.99), report(own, 0.5)}, nil)
 	gate.RecordAgent(types.NamespacedName{Namespace: "tenant", Name: "forged"}, at, []agentpage.PodGPU{report(own, 0.01)}, nil)
 
-	if s := st.Get(types.NamespacedName{Namespace: "prod", Name: "victim"}, signals.GPUUtilization, nil, at, time.Minute); s.Status == store.OK {
+	if s := st.Get(types.NamespacedName{Namespace: "prod", Name: "victim"}, catalog.GPUUtilization, nil, at, time.Minute); s.Status == store.OK {
 		t.Fatalf("the agent of node n1 wrote GPU values for a pod on node n2: %v", s.Value)
 	}
-	s := st.Get(types.NamespacedName{Namespace: "prod", Name: "own"}, signals.GPUUtilization, nil, at, time.Minute)
+	s := st.Get(types.NamespacedName{Namespace: "prod", Name: "own"}, catalog.GPUUtilization, nil, at, time.Minute)
 	if s.Status != store.OK || s.Value != 0.5 {
 		t.Fatalf("own pod: %+v, want the trusted agent's 0.5", s)
 	}

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
@@ -123,7 +123,7 @@ func TestScaleFromAndToZero(t *testing.T) {
 		at   time.Time
 	}{
 		{"first request arrives at the front door", first},
-		{"adapter serves " + signals.FrontDoorPendingRequests + " > 0", tl.pendingServed},
+		{"adapter serves " + catalog.FrontDoorPendingRequests + " > 0", tl.pendingServed},
 		{"HPA scales the Deployment 0 → 1+", tl.scaledUp},
 		{"first model pod Running (kubelet stand-in started it)", tl.podRunning},
 		{"first model pod Ready (model loaded)", tl.podReady},
@@ -152,7 +152,7 @@ func TestScaleFromAndToZero(t *testing.T) {
 	case first.IsZero():
 		t.Fatalf("no request was sent")
 	case tl.pendingServed.IsZero():
-		t.Errorf("the adapter never served %s > 0 on service %s/%s", signals.FrontDoorPendingRequests, ns, name)
+		t.Errorf("the adapter never served %s > 0 on service %s/%s", catalog.FrontDoorPendingRequests, ns, name)
 	case tl.scaledUp.IsZero() || tl.peak < 1:
 		t.Errorf("the HPA never scaled the Deployment up from 0 (HPA: %s)", zeroHPAState(e, ns, name))
 	case tl.podReady.IsZero():
@@ -178,7 +178,7 @@ func frontDoorMetric(service, averageValue string) autoscalingv2.MetricSpec {
 		Type: autoscalingv2.ObjectMetricSourceType,
 		Object: &autoscalingv2.ObjectMetricSource{
 			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "v1", Kind: "Service", Name: service},
-			Metric:          autoscalingv2.MetricIdentifier{Name: signals.FrontDoorPendingRequests},
+			Metric:          autoscalingv2.MetricIdentifier{Name: catalog.FrontDoorPendingRequests},
 			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: new(resource.MustParse(averageValue))},
 		},
 	}
@@ -265,7 +265,7 @@ type zeroWatch struct {
 func startZeroWatch(t *testing.T, e *framework.Environment, ns, name string, selector labels.Selector) *zeroWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &zeroWatch{cancel: cancel, done: make(chan struct{})}
-	path := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/services/%s/%s", ns, name, signals.FrontDoorPendingRequests)
+	path := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/services/%s/%s", ns, name, catalog.FrontDoorPendingRequests)
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(100 * time.Millisecond)

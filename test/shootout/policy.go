@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Metric names of the adapter (pkg/signals).
+// Metric names of the adapter (pkg/catalog).
 const (
 	metricGPU   = "gpu_utilization"
 	metricQueue = "inference_queue_size"

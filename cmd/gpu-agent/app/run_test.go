@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
 )
 
 func get(t *testing.T, url string) (int, []byte) {
@@ -89,12 +89,12 @@ func TestRunFakeBackend(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, page)
 		}
-		if len(pods) == 1 && pods[0].Has.Has(signals.GPUSMActive) {
+		if len(pods) == 1 && pods[0].Has.Has(catalog.GPUSMActive) {
 			got := pods[0]
 			if got.Namespace != "default" || got.Pod != "vllm-0" || got.GPUs != 2 {
 				t.Errorf("pod %+v", got)
 			}
-			for s, want := range map[signals.Signal]float64{signals.GPUUtilization: 1, signals.GPUSMActive: 0.38, signals.GPUMemoryUsedBytes: 2 * 72 << 30} {
+			for s, want := range map[catalog.Signal]float64{catalog.GPUUtilization: 1, catalog.GPUSMActive: 0.38, catalog.GPUMemoryUsedBytes: 2 * 72 << 30} {
 				if v, ok := got.Value(s); !ok || v != want {
 					t.Errorf("%s = %v (%v), want %v", s, v, ok, want)
 				}

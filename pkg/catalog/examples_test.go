@@ -1,4 +1,4 @@
-package signals_test
+package catalog_test
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/signals"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // TestExamplesNameServedMetrics: every HPA in manifests/examples decodes
@@ -42,7 +42,7 @@ func TestExamplesNameServedMetrics(t *testing.T) {
 			case m.External != nil:
 				name = m.External.Metric.Name
 			}
-			if _, ok := signals.ByName(name); !ok && name != signals.DemandPerReplica {
+			if _, ok := catalog.ByName(name); !ok && name != catalog.DemandPerReplica {
 				t.Errorf("%s: metric %q is not served", filepath.Base(f), name)
 			}
 		}

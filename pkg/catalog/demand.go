@@ -1,4 +1,4 @@
-package signals
+package catalog
 
 // DemandPerReplica is the cold-start-aware metric served on deployments and
 // statefulsets: the workload's demand (requests waiting plus running, summed

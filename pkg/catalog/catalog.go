@@ -1,8 +1,9 @@
-// Package signals names the server-agnostic signals the adapter serves and how
-// each one aggregates across series, models and pods. It is the API contract of
-// the project (see docs/metrics.md); every other package refers to signals by
-// the Signal values defined here, never by metric-name strings.
-package signals
+// Package catalog is the catalogue of served metrics: it names the
+// server-agnostic signals the adapter serves and how each one aggregates
+// across series, models and pods. It is the API contract of the project (see
+// docs/metrics.md); every other package refers to signals by the Signal
+// values defined here, never by metric-name strings.
+package catalog
 
 import "fmt"
 

@@ -1,4 +1,4 @@
-package signals
+package catalog
 
 // FrontDoorPendingRequests is the metric served on a Service (described
 // object kind Service): the requests its front door (a router or gateway
