@@ -189,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := o.config()
 	if err != nil {
-		return err
+		return cli.Usage(err)
 	}
 	var writeErr error
 	onStep := func(steps []capacity.Step) {

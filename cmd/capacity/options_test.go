@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 )
 
 func TestConfig(t *testing.T) {
@@ -80,6 +82,13 @@ func TestRunUnreachableAndUnknownModel(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run against %s: %v, want %q", tc.url, err, tc.want)
 		}
+		if code := cli.ExitCode(err); code != 1 {
+			t.Errorf("run against %s: exit status %d, want 1 (a failure, not a usage error)", tc.url, code)
+		}
+	}
+	var out, errOut strings.Builder
+	if err := run(context.Background(), []string{"--rates", "nope"}, &out, &errOut); cli.ExitCode(err) != 2 {
+		t.Errorf("run --rates nope = %v: exit status %d, want 2", err, cli.ExitCode(err))
 	}
 }
 

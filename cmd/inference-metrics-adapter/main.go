@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/app"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/inference-metrics-adapter/app"
 )
 
 func main() {

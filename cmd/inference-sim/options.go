@@ -90,7 +90,7 @@ func parse(args []string, stdout io.Writer) (*options, bool, error) {
 	}
 	p, err := sim.LookupProfile(o.profile)
 	if err != nil {
-		return o, false, fmt.Errorf("profile: %w", err)
+		return o, false, cli.Usage(fmt.Errorf("profile: %w", err))
 	}
 	o = newOptions()
 	o.sim = p.Apply(o.sim)
@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if err := o.validate(); err != nil {
-		return err
+		return cli.Usage(err)
 	}
 	if o.frontDoor.Backend != "" {
 		return runFrontDoor(ctx, o)

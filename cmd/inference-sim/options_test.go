@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 )
 
 func TestValidate(t *testing.T) {
@@ -56,6 +58,12 @@ func TestRunRejectsBadFlagsBeforeListening(t *testing.T) {
 	err := run(context.Background(), []string{"--max-num-seqs", "0", "--listen", "127.0.0.1:1"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "max-num-seqs") {
 		t.Errorf("run = %v, want the validation error", err)
+	}
+	if code := cli.ExitCode(err); code != 2 {
+		t.Errorf("exit status %d for a bad flag value, want 2", code)
+	}
+	if err := run(context.Background(), []string{"--nope"}, &out); cli.ExitCode(err) != 2 {
+		t.Errorf("run --nope = %v: exit status %d, want 2", err, cli.ExitCode(err))
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 )
 
 func main() {
@@ -17,6 +19,6 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
+		os.Exit(cli.ExitCode(err)) // 2 for bad flags
 	}
 }

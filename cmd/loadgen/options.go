@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg, err := o.config()
 	if err != nil {
-		return err
+		return cli.Usage(err)
 	}
 	rep, err := loadgen.Run(ctx, cfg)
 	if rep != nil {

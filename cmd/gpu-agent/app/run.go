@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/gpuagent"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
@@ -124,17 +125,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs := o.FlagSet()
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // --help prints to stdout below; pflag prints parse errors
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, Usage(fs))
-			return 0
-		}
+	if done, err := cli.Parse(fs, args); done {
+		fmt.Fprint(stdout, Usage(fs))
+		return 0
+	} else if err != nil {
 		fmt.Fprintf(stderr, "%v\nRun gpu-agent --help for the flags.\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return 2
+		return cli.ExitCode(err)
 	}
 	if err := o.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)

@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/signal"
@@ -18,7 +17,8 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/options"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/inference-metrics-adapter/app/options"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
 )
 
@@ -56,16 +56,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		cliflag.PrintSections(stdout, fss, helpColumns)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
+	if done, err := cli.Parse(fs, args); done {
+		return 0
+	} else if err != nil {
 		fmt.Fprintf(stderr, "error: %v\nRun with --help for usage.\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "error: unexpected arguments %q\n", fs.Args())
-		return 2
+		return cli.ExitCode(err)
 	}
 	o.Complete(fs)
 	logMemoryLimit := setMemoryLimit()

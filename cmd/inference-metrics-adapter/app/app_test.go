@@ -11,13 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/options"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/inference-metrics-adapter/app/options"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/flags.md from --help")
 
 const (
-	flagsDoc  = "../../docs/flags.md"
+	flagsDoc  = "../../../docs/flags.md"
 	beginMark = "<!-- BEGIN GENERATED: inference-metrics-adapter --help -->\n```text\n"
 	endMark   = "```\n<!-- END GENERATED -->"
 )
