@@ -23,7 +23,7 @@ const (
 )
 
 // TestFlagsDocMatchesHelp fails when docs/flags.md does not quote --help
-// exactly. Run `go test ./pkg/app -update` to rewrite the quoted block.
+// exactly. Run `go test ./cmd/inference-metrics-adapter/app -update` to rewrite the quoted block.
 func TestFlagsDocMatchesHelp(t *testing.T) {
 	var out bytes.Buffer
 	if code := Main([]string{"--help"}, &out, &out); code != 0 {
@@ -49,7 +49,7 @@ func TestFlagsDocMatchesHelp(t *testing.T) {
 		}
 		return
 	}
-	t.Fatalf("docs/flags.md does not match --help; run: go test ./pkg/app -update")
+	t.Fatalf("docs/flags.md does not match --help; run: go test ./cmd/inference-metrics-adapter/app -update")
 }
 
 func TestBadFlagsExitWithClearError(t *testing.T) {
