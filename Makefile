@@ -11,7 +11,7 @@ PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
-.PHONY: all build test unit e2e tools bench fuzz verify lint lint-tools fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images images-local help
+.PHONY: all build test unit e2e e2e-core e2e-scenarios tools bench fuzz verify lint lint-tools fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images images-local help
 
 all: build
 
@@ -28,10 +28,17 @@ unit: ## Unit tests (seconds once built; a cold build of the packages takes minu
 tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-manager) and helm, cached
 	@$(PROGRESS) tools ./test/tools/build.sh >/dev/null
 
-e2e: ## End-to-end tests on a real control plane (builds the tools first, cached)
-	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... ./test/demo/... ./test/shootout/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
+e2e: e2e-core e2e-scenarios ## End-to-end tests on a real control plane (builds the tools first, cached): e2e-core, then e2e-scenarios
 
-test: verify unit e2e soak-short ## Everything CI runs: verify, unit tests, end-to-end tests, the short soak
+e2e-core: ## The end-to-end suite and the chart tests (test/e2e, test/helm)
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... 2>&1 | tee e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
+
+e2e-scenarios: ## The demo and the shootout smoke, side by side (each on a control plane of its own; they mostly wait on the HPA)
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e-scenarios $(GO) test -p 2 -count=1 -timeout 20m -v ./test/demo/... ./test/shootout/... 2>&1 | tee e2e-scenarios.log | grep --line-buffered -E '^(--- |PASS|FAIL|ok|panic)|e2e-scenarios:' ; exit $${PIPESTATUS[0]}
+
+test: verify unit ## Everything CI runs: verify, unit tests, end-to-end tests, the short soak (beside the demo and shootout smoke, which mostly wait)
+	@$(MAKE) --no-print-directory e2e-core
+	@$(MAKE) --no-print-directory -j2 e2e-scenarios soak-short
 
 bench: ## Benchmarks: parser vs expfmt vs floor, scrape vs bare GET, heap per 1000 targets
 	$(GO) test -run='^$$' -bench=. -benchmem -count=3 ./pkg/parse ./pkg/scrape ./pkg/store ./pkg/provider
@@ -104,4 +111,4 @@ images-local: ## Build the images from this repository alone with podman (no bas
 	./hack/build-local-images.sh
 
 clean:
-	rm -rf $(BIN) e2e.log shootout-out
+	rm -rf $(BIN) e2e.log e2e-scenarios.log shootout-out
