@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -171,58 +169,8 @@ func (p *Provider) demandPerReplicaBySelector(ctx context.Context, namespace str
 	if selector == nil {
 		selector = labels.Everything()
 	}
-	names, err := p.workloadNames(k, namespace, selector)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	if len(names) == 0 {
-		return nil, notFound(info, fmt.Sprintf("no %s match %q in namespace %q", info.GroupResource.Resource, selector.String(), namespace))
-	}
 	match := modelMatcher(metricSelector)
-	var items []custom_metrics.MetricValue
-	var errs []string
-	for _, n := range names {
-		nn := types.NamespacedName{Namespace: namespace, Name: n}
-		sel, err := p.objectSelector(k, nn)
-		if err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		v, err := p.demandPerReplicaValue(ctx, k, nn, sel, match, info, metricSelector, !selector.Empty())
-		if err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		items = append(items, *v)
-	}
-	if len(items) == 0 {
-		return nil, notFound(info, strings.Join(errs, "; "))
-	}
-	return &custom_metrics.MetricValueList{Items: items}, nil
-}
-
-// workloadNames lists the deployments or statefulsets matching selector,
-// sorted.
-func (p *Provider) workloadNames(k kind, namespace string, selector labels.Selector) ([]string, error) {
-	var names []string
-	switch k {
-	case kindDeployment:
-		ds, err := p.list.Deployments.Deployments(namespace).List(selector)
-		if err != nil {
-			return nil, fmt.Errorf("listing deployments from cache: %w", err)
-		}
-		for _, d := range ds {
-			names = append(names, d.Name)
-		}
-	case kindStatefulSet:
-		ss, err := p.list.StatefulSets.StatefulSets(namespace).List(selector)
-		if err != nil {
-			return nil, fmt.Errorf("listing statefulsets from cache: %w", err)
-		}
-		for _, s := range ss {
-			names = append(names, s.Name)
-		}
-	}
-	sort.Strings(names)
-	return names, nil
+	return p.eachWorkload(k, namespace, selector, info, func(name types.NamespacedName, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+		return p.demandPerReplicaValue(ctx, k, name, sel, match, info, metricSelector, !selector.Empty())
+	})
 }

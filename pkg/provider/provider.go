@@ -444,29 +444,24 @@ func (p *Provider) aggregatePods(running []*corev1.Pod, sig catalog.Signal, matc
 }
 
 func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace string, selector labels.Selector, sig catalog.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
-	var names []string
-	switch k {
-	case kindDeployment:
-		ds, err := p.list.Deployments.Deployments(namespace).List(selector)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		for _, d := range ds {
-			names = append(names, d.Name)
-		}
-	case kindStatefulSet:
-		ss, err := p.list.StatefulSets.StatefulSets(namespace).List(selector)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		for _, s := range ss {
-			names = append(names, s.Name)
-		}
-	}
-	sort.Strings(names)
 	// Every object of a namespace (no selector) would make nearly every pod
 	// wanted: such a question reads only what is already scraped.
 	want := !selector.Empty()
+	return p.eachWorkload(k, namespace, selector, info, func(name types.NamespacedName, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+		return p.objectValue(ctx, k, name, sel, sig, match, info, metricSelector, want)
+	})
+}
+
+// eachWorkload answers a question about every deployment or statefulset (k)
+// matching selector in namespace, in name order: fn gives one workload's
+// value from its name and pod selector. A workload without a value (fn's
+// error, or a selector that is invalid) is left out; when none has one the
+// answer is a 404 that joins their reasons.
+func (p *Provider) eachWorkload(k kind, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, fn func(name types.NamespacedName, sel labels.Selector) (*custom_metrics.MetricValue, error)) (*custom_metrics.MetricValueList, error) {
+	names, err := p.workloadNames(k, namespace, selector)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
 	if len(names) == 0 {
 		return nil, notFound(info, fmt.Sprintf("no %s match %q in namespace %q", info.GroupResource.Resource, selector.String(), namespace))
 	}
@@ -479,7 +474,7 @@ func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace stri
 			errs = append(errs, err.Error())
 			continue
 		}
-		v, err := p.objectValue(ctx, k, nn, sel, sig, match, info, metricSelector, want)
+		v, err := fn(nn, sel)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
@@ -490,6 +485,32 @@ func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace stri
 		return nil, notFound(info, strings.Join(errs, "; "))
 	}
 	return &custom_metrics.MetricValueList{Items: items}, nil
+}
+
+// workloadNames lists the deployments or statefulsets matching selector,
+// sorted.
+func (p *Provider) workloadNames(k kind, namespace string, selector labels.Selector) ([]string, error) {
+	var names []string
+	switch k {
+	case kindDeployment:
+		ds, err := p.list.Deployments.Deployments(namespace).List(selector)
+		if err != nil {
+			return nil, fmt.Errorf("listing deployments from cache: %w", err)
+		}
+		for _, d := range ds {
+			names = append(names, d.Name)
+		}
+	case kindStatefulSet:
+		ss, err := p.list.StatefulSets.StatefulSets(namespace).List(selector)
+		if err != nil {
+			return nil, fmt.Errorf("listing statefulsets from cache: %w", err)
+		}
+		for _, s := range ss {
+			names = append(names, s.Name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
 }
 
 func (p *Provider) windowSeconds() int64 {
