@@ -11,7 +11,7 @@ PROGRESS := ./hack/with-progress.sh
 # Unit-test packages: everything except the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /test/demo)
 
-.PHONY: all build test unit e2e e2e-core e2e-scenarios tools bench fuzz verify lint lint-tools fmt vet tidy-check demo fleet shootout soak soak-short clean manifests images images-local help
+.PHONY: all build test unit e2e e2e-core e2e-scenarios tools bench fuzz verify lint lint-tools fmt vet tidy-check demo fleet gpu-check shootout soak soak-short clean manifests images images-local help
 
 all: build
 
@@ -81,6 +81,9 @@ lint: ## golangci-lint (.golangci.yml) on the module and actionlint on .github/w
 
 demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue size
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/demo
+
+gpu-check: ## Hardware check on a machine with an idle NVIDIA GPU: the NVML reader and the gpu-agent against the real driver (docs/gpu-agent.md)
+	IMA_REAL_GPU=1 $(GO) test -count=1 -v ./test/gpuload/
 
 # Flags for `make fleet`, e.g. FLEET_FLAGS="-pods 10000 -interval 5s" (see go run ./test/fleet -h).
 FLEET_FLAGS ?=
