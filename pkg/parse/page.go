@@ -77,6 +77,35 @@ type Model struct {
 	// model's series; nil when the page had none (or a bad one). They point
 	// into the Parser's memory, like the Page: copy what you keep.
 	Hists [catalog.NumLatencies]*Histogram
+
+	// Adapters are the LoRA adapters named on the model's latest
+	// vllm:lora_requests_info line (vLLM; that line has no model label, so
+	// they are on the model ""), each once, running ones first, in the
+	// order listed; set only when Has has LoRAAdaptersRunning. At most
+	// MaxAdapters are kept, of names at most MaxAdapterNameBytes long:
+	// AdaptersCut says the line named more, or a longer name, so that an
+	// adapter missing from Adapters may still be running or waiting. Like
+	// Hists, Adapters points into the Parser's memory: copy what you keep.
+	Adapters    []Adapter
+	AdaptersCut bool
+}
+
+// Bounds on the LoRA adapters a Model keeps from one page (see
+// Model.Adapters); the adapter counts (LoRAAdaptersRunning, -Waiting)
+// count every name, whatever these bounds.
+const (
+	MaxAdapters         = 64
+	MaxAdapterNameBytes = 256
+)
+
+// Adapter is one LoRA adapter named on a vllm:lora_requests_info line: in
+// its running_lora_adapters list (Running), its waiting_lora_adapters
+// list (Waiting), or both. vLLM says no more than that: not how many of
+// the adapter's requests wait or run.
+type Adapter struct {
+	Name    string
+	Running bool
+	Waiting bool
 }
 
 // Counter returns counter c and whether the page had it.

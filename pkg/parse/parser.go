@@ -87,6 +87,13 @@ type accum struct {
 	seen   uint32            // roles with at least one series, accepted or refused
 	bad    uint32            // roles whose sum overflowed: no value for the page
 	hists  [numHistSlots]histAcc
+	lora   int // 1 + the index in Parser.loraLines of the adapter lists of the latest vllm:lora_requests_info line; 0: none
+}
+
+// loraLine is the adapter lists (raw label values) of one model's latest
+// vllm:lora_requests_info line.
+type loraLine struct {
+	running, waiting []byte
 }
 
 // histAcc accumulates one histogram's buckets over a model's series.
@@ -115,6 +122,9 @@ type Parser struct {
 	seed     maphash.Seed         // of series hashes; random, fixed for p's life
 	page     Page
 
+	loraLines []loraLine // per model with a vllm:lora_requests_info line (accum.lora)
+	adapters  []Adapter  // the page's adapters; the Models' Adapters slice it
+
 	// per-line scratch
 	model              []byte   // the model label's value on the current line
 	filter             [][]byte // the values of the run's filter keys on the current line
@@ -136,6 +146,11 @@ const (
 // maxRetainedEntries bounds the per-page maps (series hashes, model index)
 // a Parser keeps between pages; a larger one is dropped and made again.
 const maxRetainedEntries = 4096
+
+// maxRetainedLoRALines bounds the adapter-list buffers a Parser keeps
+// between pages (a vLLM page has one vllm:lora_requests_info model); more
+// are dropped and made again.
+const maxRetainedLoRALines = 4
 
 // deadlineEvery is how many lines pass between two looks at the clock.
 const deadlineEvery = 4096
@@ -242,6 +257,15 @@ func (p *Parser) reset() {
 	clear(p.rejected)
 	p.engine = false
 	p.dups = clearOrDrop(p.dups)
+	if len(p.loraLines) > maxRetainedLoRALines {
+		p.loraLines = nil
+	}
+	p.loraLines = p.loraLines[:0]
+	if len(p.adapters) > maxRetainedLoRALines*MaxAdapters {
+		p.adapters = nil
+	}
+	clear(p.adapters)
+	p.adapters = p.adapters[:0]
 	p.page.Server = Unknown
 	clear(p.page.Models)
 	p.page.Models = p.page.Models[:0]
@@ -345,7 +369,7 @@ func (p *Parser) sample(line []byte, lineNo int, entries []entry) error {
 			continue
 		}
 		if e.role == roleLoRA {
-			addLoRA(a, filter[slices.Index(e.keys, loraKeys[0])], filter[slices.Index(e.keys, loraKeys[1])], v)
+			p.addLoRA(a, filter[slices.Index(e.keys, loraKeys[0])], filter[slices.Index(e.keys, loraKeys[1])], v)
 			continue
 		}
 		p.add(a, e, v)
@@ -388,8 +412,9 @@ func (p *Parser) addBucket(a *accum, e *entry, le []byte, v float64) {
 
 // addLoRA takes a vllm:lora_requests_info line whose value (the time of
 // its last update) v is the latest so far: the adapters it lists as
-// running and waiting (comma-separated) are counted.
-func addLoRA(a *accum, running, waiting []byte, v float64) {
+// running and waiting (comma-separated) are counted, and the lists are
+// kept (copied: they may be the line's scratch) for finish to name them.
+func (p *Parser) addLoRA(a *accum, running, waiting []byte, v float64) {
 	bit := uint32(1) << roleLoRA
 	a.seen |= bit
 	if math.IsNaN(v) || (a.has&bit != 0 && v < a.vals[roleLoRA]) {
@@ -399,6 +424,67 @@ func addLoRA(a *accum, running, waiting []byte, v float64) {
 	a.vals[roleLoRA] = v
 	a.vals[roleLoRARunning] = float64(countList(running))
 	a.vals[roleLoRAWaiting] = float64(countList(waiting))
+	if a.lora == 0 {
+		n := len(p.loraLines)
+		if n < cap(p.loraLines) {
+			p.loraLines = p.loraLines[:n+1] // reuse the buffers of an earlier page
+		} else {
+			p.loraLines = append(p.loraLines, loraLine{})
+		}
+		a.lora = n + 1
+	}
+	l := &p.loraLines[a.lora-1]
+	l.running = append(l.running[:0], running...)
+	l.waiting = append(l.waiting[:0], waiting...)
+}
+
+// listAdapters appends the adapters of l to p.adapters, each name once,
+// at most MaxAdapters of names at most MaxAdapterNameBytes long, and
+// returns them and whether any name was left out.
+func (p *Parser) listAdapters(l *loraLine) ([]Adapter, bool) {
+	start := len(p.adapters)
+	cut := false
+	add := func(list []byte, waiting bool) {
+		for len(list) > 0 {
+			i := bytes.IndexByte(list, ',')
+			if i < 0 {
+				i = len(list)
+			}
+			name := bytes.TrimSpace(list[:i])
+			list = list[min(i+1, len(list)):]
+			if len(name) == 0 {
+				continue
+			}
+			if len(name) > MaxAdapterNameBytes {
+				cut = true
+				continue
+			}
+			j := -1
+			for k := start; k < len(p.adapters); k++ {
+				if p.adapters[k].Name == string(name) {
+					j = k - start
+					break
+				}
+			}
+			if j < 0 {
+				if len(p.adapters)-start == MaxAdapters {
+					cut = true
+					continue
+				}
+				j = len(p.adapters) - start
+				p.adapters = append(p.adapters, Adapter{Name: p.intern(name)})
+			}
+			if a := &p.adapters[start+j]; waiting {
+				a.Waiting = true
+			} else {
+				a.Running = true
+			}
+		}
+	}
+	add(l.running, false)
+	add(l.waiting, true)
+	end := len(p.adapters)
+	return p.adapters[start:end:end], cut
 }
 
 // countList counts the non-empty items of a comma-separated list.
@@ -617,9 +703,14 @@ func (p *Parser) finish(asked Server) {
 	}
 	for i := range p.accs {
 		if a := &p.accs[i]; a.server == winner {
-			if m := a.model(&p.page.Rejected); m.Has != 0 {
-				p.page.Models = append(p.page.Models, m)
+			m := a.model(&p.page.Rejected)
+			if m.Has == 0 {
+				continue
 			}
+			if a.lora > 0 && m.Has.Has(catalog.LoRAAdaptersRunning) {
+				m.Adapters, m.AdaptersCut = p.listAdapters(&p.loraLines[a.lora-1])
+			}
+			p.page.Models = append(p.page.Models, m)
 		}
 	}
 }

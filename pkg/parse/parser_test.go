@@ -65,7 +65,8 @@ func TestParseFixtures(t *testing.T) {
 			m("Qwen/Qwen2.5-7B-Instruct", sQ, 13.0, sB, 98.0, sKV, 0.9308612089201878),
 			m("mistralai/Mistral-7B-Instruct-v0.3", sQ, 7.0, sB, 60.0, sKV, 0.617737676056338),
 			m("google/gemma-2-9b-it", sQ, 18.0, sB, 92.0, sKV, 0.8888277582159625),
-			m("", catalog.LoRAAdaptersRunning, 1.0, catalog.LoRAAdaptersWaiting, 2.0), // vllm:lora_requests_info, no model label
+			withAdapters(m("", catalog.LoRAAdaptersRunning, 1.0, catalog.LoRAAdaptersWaiting, 2.0), false, // vllm:lora_requests_info, no model label
+				Adapter{Name: "code-review-lora", Running: true, Waiting: true}, Adapter{Name: "chat-support-lora", Waiting: true}),
 		}}},
 		{"tgi-v3.prom", Page{Server: TGI, Models: []Model{m("", sQ, 0.0, sB, 0.0)}}},
 		{"sglang-v0.4.prom", Page{Server: SGLang, Models: []Model{
