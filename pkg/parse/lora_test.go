@@ -22,6 +22,15 @@ func loraInfo(running, waiting string, at float64) string {
 	return fmt.Sprintf("vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=%q,waiting_lora_adapters=%q} %g\n", running, waiting, at)
 }
 
+// running returns adapters as running, not waiting.
+func running(adapters []Adapter) []Adapter {
+	out := make([]Adapter, len(adapters))
+	for i, a := range adapters {
+		out[i] = Adapter{Name: a.Name, Running: true}
+	}
+	return out
+}
+
 // names returns n adapter names "a0,a1,...".
 func names(n int) string {
 	out := make([]string, n)
@@ -70,6 +79,12 @@ func TestParseLoRAAdapters(t *testing.T) {
 			[]Model{withAdapters(count(0, MaxAdapters+6), true, kept...)}},
 		{"exactly the bound: not cut", loraInfo("", names(MaxAdapters), 1),
 			[]Model{withAdapters(count(0, MaxAdapters), false, kept...)}},
+		{"the bound is per page, all models together", "vllm:lora_requests_info{model_name=\"m1\",running_lora_adapters=\"" + names(MaxAdapters) + "\"} 1\n" +
+			"vllm:lora_requests_info{model_name=\"m2\",waiting_lora_adapters=\"b\"} 1\n",
+			[]Model{
+				withAdapters(m("m1", catalog.LoRAAdaptersRunning, float64(MaxAdapters), catalog.LoRAAdaptersWaiting, 0.0), false, running(kept)...),
+				withAdapters(m("m2", catalog.LoRAAdaptersRunning, 0.0, catalog.LoRAAdaptersWaiting, 1.0), true),
+			}},
 		{"lines with a model label: per model", "vllm:lora_requests_info{model_name=\"m1\",running_lora_adapters=\"a\"} 1\n" +
 			"vllm:lora_requests_info{model_name=\"m2\",waiting_lora_adapters=\"b\"} 1\n",
 			[]Model{

@@ -82,7 +82,8 @@ type Model struct {
 	// vllm:lora_requests_info line (vLLM; that line has no model label, so
 	// they are on the model ""), each once, running ones first, in the
 	// order listed; set only when Has has LoRAAdaptersRunning. At most
-	// MaxAdapters are kept, of names at most MaxAdapterNameBytes long:
+	// MaxAdapters are kept per page (all models together), of names at
+	// most MaxAdapterNameBytes long:
 	// AdaptersCut says the line named more, or a longer name, so that an
 	// adapter missing from Adapters may still be running or waiting. Like
 	// Hists, Adapters points into the Parser's memory: copy what you keep.

@@ -261,9 +261,6 @@ func (p *Parser) reset() {
 		p.loraLines = nil
 	}
 	p.loraLines = p.loraLines[:0]
-	if len(p.adapters) > maxRetainedLoRALines*MaxAdapters {
-		p.adapters = nil
-	}
 	clear(p.adapters)
 	p.adapters = p.adapters[:0]
 	p.page.Server = Unknown
@@ -439,8 +436,8 @@ func (p *Parser) addLoRA(a *accum, running, waiting []byte, v float64) {
 }
 
 // listAdapters appends the adapters of l to p.adapters, each name once,
-// at most MaxAdapters of names at most MaxAdapterNameBytes long, and
-// returns them and whether any name was left out.
+// names at most MaxAdapterNameBytes long, until the page has MaxAdapters,
+// and returns them and whether any name was left out.
 func (p *Parser) listAdapters(l *loraLine) ([]Adapter, bool) {
 	start := len(p.adapters)
 	cut := false
@@ -467,7 +464,7 @@ func (p *Parser) listAdapters(l *loraLine) ([]Adapter, bool) {
 				}
 			}
 			if j < 0 {
-				if len(p.adapters)-start == MaxAdapters {
+				if len(p.adapters) == MaxAdapters { // all models together
 					cut = true
 					continue
 				}
