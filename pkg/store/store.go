@@ -1,5 +1,6 @@
 // Package store keeps the latest scrape outcome of every target pod: the
-// serving signals per model from the pod's own page, and GPU activity from the
+// serving signals per model from the pod's own page (and the LoRA adapters a
+// vLLM page names as running or waiting: Adapter), and GPU activity from the
 // gpu-agent on its node, each with the time of the scrape it came from.
 //
 // The store answers "what is the value of this signal for this pod" with a
@@ -86,6 +87,7 @@ type servingEntry struct {
 	models   []parse.Model
 	rejected [parse.NumRejects]uint32 // values the good page had refused, by reason
 	slo      sloState                 // rates and latency windows (slo.go)
+	adapters []parse.Adapter          // the models' Adapters point into it (lora.go)
 }
 
 // failed reports whether the latest attempt failed.
@@ -200,6 +202,7 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 		for i := range sv.models {
 			sv.models[i].Hists = [catalog.NumLatencies]*parse.Histogram{} // the parser's memory; the windows hold copies
 		}
+		sv.copyAdapters()
 		sv.rejected = page.Rejected
 	}
 }
