@@ -54,9 +54,24 @@ func benchServer(b *testing.B, page, zpage []byte) *httptest.Server {
 	return srv
 }
 
+// clients are the two scrape clients the benchmarks compare in one run:
+// the package's own and, for reference, net/http's as the adapter used it
+// before (legacy_test.go).
+var clients = []struct {
+	name string
+	use  func(b *testing.B, m *Manager) // before Run
+}{
+	{"client=net-http", func(b *testing.B, m *Manager) {
+		lc := useLegacyClient(m)
+		b.Cleanup(lc.client.CloseIdleConnections)
+	}},
+	{"client=own", func(*testing.B, *Manager) {}},
+}
+
 // BenchmarkScrape compares, in one run, a whole scrape of the vLLM V1
 // fixture (GET + read + parse + Sink.Record, as one loop iteration does it)
-// with a bare keep-alive GET reading the body into a reused buffer.
+// through each client, plain and gzipped, with a bare net/http keep-alive
+// GET reading the body into a reused buffer.
 //
 //	go test -run '^$' -bench BenchmarkScrape -benchmem ./pkg/scrape
 func BenchmarkScrape(b *testing.B) {
@@ -94,72 +109,112 @@ func BenchmarkScrape(b *testing.B) {
 	})
 
 	for _, bc := range []struct {
-		name  string
-		zpage []byte
+		name    string
+		zpage   []byte
+		chunked bool
 	}{
-		{"whole-scrape", nil},
-		{"whole-scrape-gzip", zpage},
+		{"whole-scrape", nil, false},
+		{"whole-scrape-chunked", nil, true},
+		{"whole-scrape-gzip", zpage, false},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			srv := benchServer(b, page, bc.zpage)
-			cfg := DefaultConfig()
-			cfg.Concurrency = 1
-			m, err := NewManager(cfg, &copyingSink{}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.client.CloseIdleConnections()
-			target := Target{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, URL: srv.URL}
-			req, err := newRequest(target.URL, false)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			b.SetBytes(int64(len(page)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := m.scrapeOnce(ctx, m.workers, target, req, nil, true); err != nil {
+		for _, cl := range clients {
+			b.Run(bc.name+"/"+cl.name, func(b *testing.B) {
+				var srv *httptest.Server
+				if bc.chunked {
+					srv = chunkedServer(b, page)
+				} else {
+					srv = benchServer(b, page, bc.zpage)
+				}
+				cfg := DefaultConfig()
+				cfg.Concurrency = 1
+				cfg.RequestGzip = bc.zpage != nil
+				m, err := NewManager(cfg, &copyingSink{}, nil)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				cl.use(b, m)
+				target := Target{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, URL: srv.URL}
+				ep, err := m.newEndpoint(target)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ep.close()
+				ctx := context.Background()
+				b.SetBytes(int64(len(page)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := m.scrapeOnce(ctx, m.workers, target, ep, nil, true); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
+}
+
+// chunkedServer serves page without a Content-Length, so that net/http's
+// server sends it chunked, as the simulator does for large pages.
+func chunkedServer(b *testing.B, page []byte) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write(page)
+	}))
+	b.Cleanup(srv.Close)
+	return srv
 }
 
 // BenchmarkThousandTargets scrapes 1,000 targets, each its own host:port on
 // 127.0.0.1 (so each keeps its own keep-alive connection, as pods do), with
-// the default pools and 1,000 idle loops running. One op is one round of
-// 1,000 scrapes through ScrapeNow, after a first round that opened the
-// connections. It reports the memory in use after the rounds; that figure includes the loopback servers' side of every
-// connection, so it bounds the Manager's own from above.
+// the default pools and 1,000 idle loops running, through each client. One
+// op is one round of 1,000 scrapes through ScrapeNow, after a first round
+// that opened the connections. It reports the memory in use after the
+// rounds, and KB-per-target: the heap and stack that the targets, their
+// loops and kept connections added, measured from before SetTargets. Both
+// include the loopback servers' side of every connection (the same for both
+// clients), so they bound the Manager's own from above.
 //
 //	go test -run '^$' -bench BenchmarkThousandTargets -benchmem ./pkg/scrape
 func BenchmarkThousandTargets(b *testing.B) {
-	const n = 1000
-	targets := pageServers(b, n)
+	for _, cl := range clients {
+		b.Run(cl.name, func(b *testing.B) {
+			const n = 1000
+			targets := pageServers(b, n)
 
-	cfg := DefaultConfig()
-	cfg.Interval, cfg.Timeout = time.Hour, 10*time.Second // loops exist but do not scrape
-	m, err := NewManager(cfg, &lockedSink{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := runManager(b, m)
-	m.SetTargets(targets)
-	m.ScrapeNow(ctx, targets) // warm up: connections, buffers, parsers
+			cfg := DefaultConfig()
+			cfg.Interval, cfg.Timeout = time.Hour, 10*time.Second // loops exist but do not scrape
+			m, err := NewManager(cfg, &lockedSink{}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cl.use(b, m)
+			ctx := runManager(b, m)
+			before := inUse()
+			m.SetTargets(targets)
+			m.ScrapeNow(ctx, targets) // warm up: connections, buffers, parsers
 
-	b.ReportAllocs()
-	for b.Loop() {
-		m.ScrapeNow(ctx, targets)
+			b.ReportAllocs()
+			for b.Loop() {
+				m.ScrapeNow(ctx, targets)
+			}
+			b.StopTimer()
+			after := inUse()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/scrape")
+			b.ReportMetric(float64(after)/(1<<20), "MB-heap+stack")
+			b.ReportMetric(float64(after-before)/n/(1<<10), "KB-per-target")
+			b.ReportMetric(float64(ms.Sys)/(1<<20), "MB-sys")
+			b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+		})
 	}
-	b.StopTimer()
-	var after runtime.MemStats
+}
+
+// inUse is the heap and the goroutine stacks in use, after a collection.
+func inUse() int64 {
+	var ms runtime.MemStats
 	runtime.GC()
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/scrape")
-	b.ReportMetric(float64(after.HeapInuse+after.StackInuse)/(1<<20), "MB-heap+stack")
-	b.ReportMetric(float64(after.Sys)/(1<<20), "MB-sys")
-	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse + ms.StackInuse)
 }
 
 // lockedSink is a copyingSink safe for concurrent Records.
@@ -176,40 +231,46 @@ func (s *lockedSink) Record(pod types.NamespacedName, at time.Time, page *parse.
 
 // BenchmarkLoops1000 runs 1,000 targets' scrape loops at a 1 s interval,
 // as the adapter runs them (one loop per pod, the default pools), for
-// b.N intervals. It reports the process's CPU per scrape (getrusage: the
-// loopback servers' side is included) and the stack and heap in use at the
-// end, the figures that grow with the number of pods.
+// b.N intervals, through each client. It reports the process's CPU per
+// scrape (getrusage: the loopback servers' side is included) and the stack
+// and heap in use at the end, the figures that grow with the number of pods.
 //
 //	go test -run '^$' -bench BenchmarkLoops1000 -benchtime 10x ./pkg/scrape
 func BenchmarkLoops1000(b *testing.B) {
-	const n = 1000
-	targets := pageServers(b, n)
+	for _, cl := range clients {
+		b.Run(cl.name, func(b *testing.B) {
+			const n = 1000
+			targets := pageServers(b, n)
 
-	cfg := DefaultConfig()
-	cfg.Interval, cfg.Timeout = time.Second, time.Second
-	cfg.NamespaceConcurrency = cfg.Concurrency
-	sink := &countingSink{}
-	m, err := NewManager(cfg, sink, prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	runManager(b, m)
-	m.SetTargets(targets)
-	time.Sleep(3 * cfg.Interval) // every loop started and scraped once
+			cfg := DefaultConfig()
+			cfg.Interval, cfg.Timeout = time.Second, time.Second
+			cfg.NamespaceConcurrency = cfg.Concurrency
+			sink := &countingSink{}
+			m, err := NewManager(cfg, sink, prometheus.NewRegistry())
+			if err != nil {
+				b.Fatal(err)
+			}
+			cl.use(b, m)
+			runManager(b, m)
+			m.SetTargets(targets)
+			time.Sleep(3 * cfg.Interval) // every loop started and scraped once
 
-	scrapes := func() float64 { return testutil.ToFloat64(m.metrics.scrapes) }
-	before, cpu0 := scrapes(), processCPU(b)
-	for b.Loop() {
-		time.Sleep(cfg.Interval)
+			scrapes := func() float64 { return testutil.ToFloat64(m.metrics.scrapes) }
+			before, cpu0 := scrapes(), processCPU(b)
+			for b.Loop() {
+				time.Sleep(cfg.Interval)
+			}
+			got, cpu := scrapes()-before, processCPU(b)-cpu0
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(cpu.Nanoseconds())/got, "cpu-ns/scrape")
+			b.ReportMetric(got/float64(b.N*n), "scrapes/target/interval")
+			b.ReportMetric(float64(ms.StackInuse)/(1<<20), "MB-stack")
+			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "MB-heap")
+			b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+			b.ReportMetric(float64(sink.failed.Load()), "failed")
+		})
 	}
-	got, cpu := scrapes()-before, processCPU(b)-cpu0
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	b.ReportMetric(float64(cpu.Nanoseconds())/got, "cpu-ns/scrape")
-	b.ReportMetric(got/float64(b.N*n), "scrapes/target/interval")
-	b.ReportMetric(float64(ms.StackInuse)/(1<<20), "MB-stack")
-	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "MB-heap")
-	b.ReportMetric(float64(sink.failed.Load()), "failed")
 }
 
 // countingSink counts outcomes (a machine under load may time some out).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -62,14 +61,15 @@ func TestDefect2_BufferReleasedAfterLargePage(t *testing.T) {
 				t.Fatal(err)
 			}
 			target := Target{Pod: pod("p"), URL: srv.URL}
-			req, err := newRequest(target.URL, false)
+			ep, err := m.newEndpoint(target)
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer ep.close()
 			pool := tc.pool(m)
 			for range 4 { // the large page, then three small ones
 				if tc.name == "loop pool" {
-					if _, err := m.scrapeOnce(context.Background(), pool, target, req, nil, false); err != nil {
+					if _, err := m.scrapeOnce(context.Background(), pool, target, ep, nil, false); err != nil {
 						t.Fatalf("scrape: %v", err)
 					}
 				} else {
@@ -105,7 +105,7 @@ func TestParseErrorReasons(t *testing.T) {
 		{"bad page", live, errors.New("line 1: bad value"), ReasonParse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := parseError(tc.parent, tc.parent, tc.err)
+			err := parseError(tc.parent, tc.err)
 			if got := ReasonOf(err); got != tc.want {
 				t.Fatalf("reason %q, want %q", got, tc.want)
 			}
@@ -157,42 +157,39 @@ func hangingServer(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// countingTransport counts the adapter's requests per URL, and the most it
+// requestCounter counts the adapter's requests per URL, and the most it
 // ever had in flight at once for each. It counts on the client side: a
 // server notices a client that gave up only some time later.
-type countingTransport struct {
-	next     http.RoundTripper
+type requestCounter struct {
 	mu       sync.Mutex
 	inFlight map[string]int
 	maxSeen  map[string]int
 	total    map[string]int
 }
 
-func countRequests(m *Manager) *countingTransport {
-	ct := &countingTransport{next: m.client.Transport, inFlight: map[string]int{}, maxSeen: map[string]int{}, total: map[string]int{}}
-	m.client.Transport = ct
-	return ct
+// countRequests makes m count its requests.
+func countRequests(m *Manager) *requestCounter {
+	c := &requestCounter{inFlight: map[string]int{}, maxSeen: map[string]int{}, total: map[string]int{}}
+	next := m.get
+	m.get = func(w *worker, parent context.Context, deadline time.Time, ep *endpoint, maxBody int64) (int, error) {
+		c.start(ep.url, ep.addr)
+		defer c.done(ep.url, ep.addr)
+		return next(w, parent, deadline, ep, maxBody)
+	}
+	return c
 }
 
-func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	url, host := req.URL.String(), req.URL.Host
+func (c *requestCounter) start(url, host string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.total[url]++
 	c.inFlight[url]++
 	c.maxSeen[url] = max(c.maxSeen[url], c.inFlight[url])
 	c.inFlight[host]++ // hosts and URLs never collide: URLs have a scheme
 	c.maxSeen[host] = max(c.maxSeen[host], c.inFlight[host])
-	c.mu.Unlock()
-	resp, err := c.next.RoundTrip(req)
-	if err != nil {
-		c.done(url, host)
-		return nil, err
-	}
-	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { c.done(url, host) }}
-	return resp, nil
 }
 
-func (c *countingTransport) done(url, host string) {
+func (c *requestCounter) done(url, host string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inFlight[url]--
@@ -201,27 +198,16 @@ func (c *countingTransport) done(url, host string) {
 
 // maxForHost is the most requests that were in flight at once to host
 // (host:port), over all its URLs.
-func (c *countingTransport) maxForHost(host string) int {
+func (c *requestCounter) maxForHost(host string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.maxSeen[host]
 }
 
-func (c *countingTransport) stats(url string) (maxSeen, total int) {
+func (c *requestCounter) stats(url string) (maxSeen, total int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.maxSeen[url], c.total[url]
-}
-
-type countedBody struct {
-	io.ReadCloser
-	once sync.Once
-	done func()
-}
-
-func (b *countedBody) Close() error {
-	b.once.Do(b.done)
-	return b.ReadCloser.Close()
 }
 
 // TestDefect5_OnDemandScrapesOwnPool: many concurrent ScrapeNow calls for

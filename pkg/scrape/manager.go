@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +28,11 @@ type Manager struct {
 	// GPUAgent target's scrape fails with an error saying so). The adapter
 	// always sets it; with GPU metrics off it simply has no agent targets.
 	agentSink AgentSink
-	client    *http.Client
 	metrics   *metrics
+	// get fetches a target's page into a worker's buffer: (*worker).get,
+	// replaced only by this package's tests and benchmarks (to count
+	// requests, or to compare with net/http's client).
+	get func(w *worker, parent context.Context, deadline time.Time, ep *endpoint, maxBody int64) (int, error)
 	// workers is the loops' pool and semaphore: a scrape takes a worker
 	// from the channel and puts it back when done.
 	workers chan *worker
@@ -60,6 +62,10 @@ type Manager struct {
 // loop is one target's background scrape loop.
 type loop struct {
 	target Target
+	// ep is the target's request and kept connection, shared with the
+	// target's on-demand scrapes; nil when the URL is invalid (epErr).
+	ep     *endpoint
+	epErr  error
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -80,7 +86,7 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 	m := &Manager{
 		cfg:          cfg,
 		sink:         sink,
-		client:       newClient(cfg),
+		get:          (*worker).get,
 		metrics:      met,
 		workers:      make(chan *worker, cfg.Concurrency),
 		firstWorkers: make(chan *worker, cfg.FirstConcurrency),
@@ -132,7 +138,7 @@ func (m *Manager) reconcileLocked() {
 		if t, ok := m.targets[pod]; ok && t == l.target {
 			continue
 		}
-		l.cancel()
+		l.stop()
 		delete(m.loops, pod)
 	}
 	for pod, t := range m.targets {
@@ -141,6 +147,7 @@ func (m *Manager) reconcileLocked() {
 		}
 		ctx, cancel := context.WithCancel(m.runCtx)
 		l := &loop{target: t, cancel: cancel, done: make(chan struct{})}
+		l.ep, l.epErr = m.newEndpoint(t)
 		m.loops[pod] = l
 		m.loopWG.Add(1)
 		go m.runLoop(ctx, l)
@@ -172,16 +179,47 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	m.mu.Lock()
 	cancel()
-	for pod := range m.loops {
+	for pod, l := range m.loops {
+		l.stop()
 		delete(m.loops, pod)
 	}
 	m.runCtx = nil
 	m.metrics.targets.Set(0)
 	m.mu.Unlock()
 	m.loopWG.Wait()
-	m.client.CloseIdleConnections()
 	klog.InfoS("Scrape loops stopped")
 	return nil
+}
+
+// stop cancels the loop and closes its kept connection; a scrape in
+// flight is interrupted and its connection closed when it ends.
+func (l *loop) stop() {
+	l.cancel()
+	if l.ep != nil {
+		l.ep.close()
+	}
+}
+
+// newEndpoint prepares t's request and connection slot.
+func (m *Manager) newEndpoint(t Target) (*endpoint, error) {
+	return newEndpoint(t.URL, m.cfg.RequestGzip, max(90*time.Second, 3*m.cfg.Interval))
+}
+
+// endpointFor returns the endpoint of t's loop when it has one for the
+// same target (the on-demand scrape then shares the loop's kept
+// connection), else a new one that release closes.
+func (m *Manager) endpointFor(t Target) (ep *endpoint, release func(), epErr error) {
+	m.mu.Lock()
+	l := m.loops[t.Pod]
+	m.mu.Unlock()
+	if l != nil && l.target == t {
+		return l.ep, func() {}, l.epErr
+	}
+	ep, epErr = m.newEndpoint(t)
+	if epErr != nil {
+		return nil, func() {}, epErr
+	}
+	return ep, ep.close, nil
 }
 
 // runLoop scrapes l.target every Interval, after a random start delay,
@@ -190,7 +228,6 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 	defer m.loopWG.Done()
 	defer close(l.done)
 	t := l.target
-	req, reqErr := newRequest(t.URL, m.cfg.RequestGzip)
 
 	delay := time.Duration(m.cfg.Jitter * float64(m.cfg.Interval) * rand.Float64())
 	timer := time.NewTimer(delay)
@@ -205,7 +242,7 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 	defer ticker.Stop()
 	lastReason := ""
 	for {
-		ok, err := m.loopScrape(ctx, t, req, reqErr)
+		ok, err := m.loopScrape(ctx, t, l.ep, l.epErr)
 		if ok {
 			// Log changes of state only; every failure is in the metrics.
 			if reason := ReasonOf(err); reason != lastReason && reason != ReasonCanceled {
@@ -227,13 +264,13 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 
 // loopScrape is one scrape of a loop: it waits for a slot of the target's
 // namespace, then for a loop worker.
-func (m *Manager) loopScrape(ctx context.Context, t Target, req *http.Request, reqErr error) (bool, error) {
+func (m *Manager) loopScrape(ctx context.Context, t Target, ep *endpoint, epErr error) (bool, error) {
 	release, ok := m.share.acquire(ctx, t.Pod.Namespace)
 	if !ok {
 		return false, nil
 	}
 	defer release()
-	return m.scrapeOnce(ctx, m.workers, t, req, reqErr, false)
+	return m.scrapeOnce(ctx, m.workers, t, ep, epErr, false)
 }
 
 // ScrapeNow scrapes ts once, concurrently through the on-demand pool (never
@@ -267,8 +304,9 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 					mu.Unlock()
 					continue
 				}
-				req, reqErr := newRequest(t.URL, m.cfg.RequestGzip)
-				ok, err := m.scrapeOnce(ctx, m.firstWorkers, t, req, reqErr, true)
+				ep, release, epErr := m.endpointFor(t)
+				ok, err := m.scrapeOnce(ctx, m.firstWorkers, t, ep, epErr, true)
+				release()
 				m.unclaim(t.Pod, done)
 				if ok && err != nil {
 					klog.V(2).InfoS("Scrape failed", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL, "err", err)
@@ -328,7 +366,7 @@ func (m *Manager) LastScrape() time.Time {
 // scrapeOnce waits for a worker of pool, scrapes t with it, and records the
 // outcome (always when recordCanceled, else only while ctx is live). It
 // returns whether a scrape was attempted at all, and its error.
-func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, req *http.Request, reqErr error, recordCanceled bool) (bool, error) {
+func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, ep *endpoint, epErr error, recordCanceled bool) (bool, error) {
 	var w *worker
 	select {
 	case w = <-pool:
@@ -340,7 +378,7 @@ func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, r
 		pool <- w
 	}()
 	var err error
-	m.onStack(func() { err = m.scrapeWith(ctx, w, t, req, reqErr, recordCanceled) })
+	m.onStack(func() { err = m.scrapeWith(ctx, w, t, ep, epErr, recordCanceled) })
 	return true, err
 }
 
@@ -390,7 +428,7 @@ func (m *Manager) onStack(f func()) {
 }
 
 // scrapeWith scrapes t with w and records the outcome; see scrapeOnce.
-func (m *Manager) scrapeWith(ctx context.Context, w *worker, t Target, req *http.Request, reqErr error, recordCanceled bool) error {
+func (m *Manager) scrapeWith(ctx context.Context, w *worker, t Target, ep *endpoint, epErr error, recordCanceled bool) error {
 	if w.parser == nil {
 		w.parser = parse.NewParserFor(m.cfg.Servers)
 	}
@@ -404,18 +442,21 @@ func (m *Manager) scrapeWith(ctx context.Context, w *worker, t Target, req *http
 		err  error
 	)
 	switch {
-	case reqErr != nil:
-		err = &Error{ReasonConnection, fmt.Errorf("invalid URL: %w", reqErr)}
+	case epErr != nil:
+		err = &Error{ReasonConnection, fmt.Errorf("invalid URL: %w", epErr)}
 	case t.Kind == GPUAgent && m.agentSink == nil:
 		err = &Error{ReasonParse, errors.New("gpu-agent target but no agent sink configured")}
 	default:
-		reqCtx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-		if t.Kind == GPUAgent {
-			pods, n, err = w.fetchAgent(ctx, reqCtx, m.client, req, m.cfg.MaxBodySize)
-		} else {
-			page, n, err = w.fetch(ctx, reqCtx, m.client, req, t.Server, m.cfg.MaxBodySize)
+		// Connect, request, body and parse share one deadline.
+		deadline := start.Add(m.cfg.Timeout)
+		n, err = m.get(w, ctx, deadline, ep, m.cfg.MaxBodySize)
+		switch {
+		case err != nil:
+		case t.Kind == GPUAgent:
+			pods, err = w.parseAgent()
+		default:
+			page, err = w.parsePage(ctx, deadline, t.Server)
 		}
-		cancel()
 	}
 
 	m.metrics.scrapes.Inc()

@@ -1,0 +1,241 @@
+package scrape
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The scrape client: a plain HTTP/1.1 GET over one kept connection per
+// target, driven entirely on the goroutine of the worker that runs the
+// scrape. net/http's Transport runs two goroutines per connection (a read
+// loop and a write loop) and hands each request and response between them
+// and the caller through channels; at thousands of targets those goroutines'
+// stacks and that scheduling cost more than the scrape itself. Here a
+// target's idle connection is just a net.Conn in its endpoint, and a scrape
+// writes the request and reads the response with blocking calls on the
+// worker's goroutine (the runtime's network poller parks it while it waits).
+
+// endpoint is one target's address, its request bytes, built once, and
+// its one idle connection. It is shared by the target's loop and the
+// on-demand scrapes of the same target.
+type endpoint struct {
+	url  string
+	addr string // host:port to dial
+	req  []byte // the whole GET request, written with one Write
+	// idleTimeout: an idle connection older than this is closed, not reused.
+	idleTimeout time.Duration
+
+	mu     sync.Mutex
+	idle   net.Conn // nil when none
+	idleAt time.Time
+	closed bool // the target is gone: no connection is kept any more
+}
+
+// newEndpoint prepares the GET of rawURL, an http:// URL (the only scheme
+// pod endpoints use).
+func newEndpoint(rawURL string, gzip bool, idleTimeout time.Duration) (*endpoint, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case u.Scheme != "http":
+		return nil, fmt.Errorf("%q: scheme %q is not supported, only http", rawURL, u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("%q: no host", rawURL)
+	case u.User != nil:
+		return nil, fmt.Errorf("%q: user information in the URL is not supported", rawURL)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	host, path := removeZone(u.Host), u.RequestURI()
+	if !printable(host) || !printable(path) {
+		return nil, fmt.Errorf("%q: invalid character in host or path", rawURL)
+	}
+	encoding := "identity"
+	if gzip {
+		encoding = "gzip"
+	}
+	req := "GET " + path + " HTTP/1.1\r\n" +
+		"Host: " + host + "\r\n" +
+		"User-Agent: " + userAgent + "\r\n" +
+		"Accept: " + acceptHeader + "\r\n" +
+		"Accept-Encoding: " + encoding + "\r\n\r\n"
+	return &endpoint{
+		url:         rawURL,
+		addr:        net.JoinHostPort(u.Hostname(), port),
+		req:         []byte(req),
+		idleTimeout: idleTimeout,
+	}, nil
+}
+
+// removeZone removes an IPv6 zone from a Host header's host ("[fe80::1%eth0]:80").
+func removeZone(host string) string {
+	if !strings.HasPrefix(host, "[") {
+		return host
+	}
+	i, j := strings.LastIndex(host, "%"), strings.LastIndex(host, "]")
+	if i < 0 || j < i {
+		return host
+	}
+	return host[:i] + host[j:]
+}
+
+// printable reports whether s is non-empty and has no space or control character.
+func printable(s string) bool {
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// take returns the idle connection, if there is one young enough, and
+// leaves the slot empty.
+func (e *endpoint) take(now time.Time) net.Conn {
+	e.mu.Lock()
+	c, at := e.idle, e.idleAt
+	e.idle = nil
+	e.mu.Unlock()
+	if c != nil && now.Sub(at) > e.idleTimeout {
+		_ = c.Close()
+		return nil
+	}
+	return c
+}
+
+// put keeps c as the idle connection, or closes it when the slot is taken
+// (an on-demand scrape overlapped the loop's) or the endpoint is closed.
+func (e *endpoint) put(c net.Conn, now time.Time) {
+	e.mu.Lock()
+	if e.idle == nil && !e.closed {
+		e.idle, e.idleAt = c, now
+		c = nil
+	}
+	e.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// close closes the idle connection and keeps none from now on.
+func (e *endpoint) close() {
+	e.mu.Lock()
+	c := e.idle
+	e.idle, e.closed = nil, true
+	e.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// errStale marks a connection that ended before any byte of the response:
+// a kept connection the server closed while it was idle.
+var errStale = errors.New("connection closed before the response")
+
+// aLongTimeAgo is a deadline in the past: setting it interrupts blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// get GETs ep's page into w.buf, on the kept connection when there is one,
+// by the deadline or until parent ends. A kept connection that ends before
+// any byte of the response (the server closed it while idle) is retried
+// once on a fresh connection, as net/http does; nothing else is retried.
+// On failure the error is an *Error.
+func (w *worker) get(parent context.Context, deadline time.Time, ep *endpoint, maxBody int64) (int, error) {
+	c := ep.take(time.Now())
+	reused := c != nil
+	for {
+		if c == nil {
+			d := net.Dialer{Deadline: deadline, KeepAlive: 30 * time.Second}
+			var err error
+			if c, err = d.DialContext(parent, "tcp", ep.addr); err != nil {
+				return 0, classify(parent, deadline, err)
+			}
+		}
+		n, keep, err := w.exchange(parent, deadline, c, ep, maxBody)
+		if keep {
+			ep.put(c, time.Now())
+		} else {
+			_ = c.Close()
+		}
+		if reused && errors.Is(err, errStale) && parent.Err() == nil && time.Now().Before(deadline) {
+			c, reused = nil, false
+			continue
+		}
+		return n, err
+	}
+}
+
+// exchange sends ep's request on c and reads the response; keep says
+// whether c may carry the next request. On failure the error is an *Error;
+// it wraps errStale when c ended before any byte of the response.
+func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn, ep *endpoint, maxBody int64) (n int, keep bool, err error) {
+	if err := c.SetDeadline(deadline); err != nil {
+		return 0, false, classify(parent, deadline, err)
+	}
+	// The caller's end (a removed target, shutdown, ScrapeNow's deadline)
+	// interrupts a blocked write or read.
+	stop := context.AfterFunc(parent, func() { _ = c.SetDeadline(aLongTimeAgo) })
+	defer func() {
+		if !stop() {
+			keep = false // its deadline may be reset under the next scrape
+		}
+	}()
+
+	if _, err := c.Write(ep.req); err != nil {
+		return 0, false, connError(parent, deadline, err)
+	}
+	if w.rd == nil {
+		w.rd = bufio.NewReaderSize(c, maxChunkLine)
+	} else {
+		w.rd.Reset(c)
+	}
+	defer w.rd.Reset(nil) // hold no connection between scrapes
+	if _, err := w.rd.Peek(1); err != nil {
+		return 0, false, connError(parent, deadline, err)
+	}
+	hd, err := w.head.read(w.rd)
+	if err != nil {
+		return 0, false, classify(parent, deadline, fmt.Errorf("reading response header: %w", err))
+	}
+	w.body.reset(w.rd, &hd)
+	// reusable says whether c may carry the next request once the body is read.
+	reusable := func() bool { return w.body.done && !hd.close && w.rd.Buffered() == 0 }
+
+	switch {
+	case hd.status >= 300 && hd.status < 400:
+		drain(&w.body)
+		return 0, reusable(), &Error{ReasonRedirect, fmt.Errorf("HTTP %d redirect to %q not followed", hd.status, hd.location)}
+	case hd.status != http.StatusOK:
+		drain(&w.body)
+		return 0, reusable(), &Error{ReasonHTTPStatus, fmt.Errorf("HTTP %d %s", hd.status, http.StatusText(hd.status))}
+	}
+	n, err = w.readBody(parent, deadline, &w.body, hd.contentLength, hd.gzip, maxBody)
+	return n, err == nil && reusable(), err
+}
+
+// connError classifies an error met before any byte of the response was
+// read: a closed or reset connection is marked errStale.
+func connError(parent context.Context, deadline time.Time, err error) error {
+	if parent.Err() == nil && !isTimeout(err) &&
+		(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		return &Error{ReasonConnection, fmt.Errorf("%w: %w", errStale, err)}
+	}
+	return classify(parent, deadline, err)
+}
+
+// drain reads a little of an unwanted body so that the connection can be reused.
+func drain(r io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(r, drainLimit)) }
