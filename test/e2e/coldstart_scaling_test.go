@@ -65,7 +65,7 @@ const (
 func TestColdStartOvershoot(t *testing.T) {
 	e := requireEnv(t, framework.ComponentSim, framework.ComponentAdapter)
 	t.Parallel()
-	plain := newCSWorkload(t, e, "plain", podsMetric(metricQueue, csPlainTarget))
+	plain := newCSWorkload(t, e, "plain", framework.PodsMetric(metricQueue, csPlainTarget))
 	aware := newCSWorkload(t, e, "aware", autoscalingv2.MetricSpec{
 		Type: autoscalingv2.ObjectMetricSourceType,
 		Object: &autoscalingv2.ObjectMetricSource{

@@ -2,17 +2,15 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
@@ -46,24 +44,20 @@ func TestExternalScalesDeployment(t *testing.T) {
 	// Through the aggregator, the external API answers the sum over the pods.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	path := fmt.Sprintf("/apis/%s/%s/namespaces/%s/%s?labelSelector=%s", framework.ExternalMetricsGroup,
-		framework.ExternalMetricsVersion, ns, metricQueue, url.QueryEscape("app="+d.Name))
+	selector := labels.SelectorFromSet(labels.Set{"app": d.Name})
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		body, err := rawGet(ctx, e.ControlPlane.Config, path)
+		list, err := e.ControlPlane.Metrics.ExternalValues(ctx, ns, metricQueue, selector)
 		if err != nil {
 			noteErr(ctx, &last, err)
 			return false, nil
 		}
-		var list v1beta1.ExternalMetricValueList
-		if err := json.Unmarshal(body, &list); err != nil {
-			return false, fmt.Errorf("decode %s: %w", body, err)
-		}
-		last = string(body)
+		last = fmt.Sprintf("%+v", list.Items)
 		return len(list.Items) == 1 && list.Items[0].MetricName == metricQueue && list.Items[0].Value.IsZero(), nil
 	})
 	if err != nil {
-		t.Fatalf("GET %s never gave the idle Deployment's queue, 0 (last: %s): %v", path, last, err)
+		t.Fatalf("%s of %s in %s through %s never gave the idle Deployment's queue, 0 (last: %s): %v", metricQueue, selector,
+			ns, framework.ExternalMetricsGroup, last, err)
 	}
 
 	metric := autoscalingv2.MetricSpec{

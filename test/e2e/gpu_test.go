@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -92,8 +90,8 @@ func TestGPUContrast(t *testing.T) {
 		t.Logf("pods %s through the API: %s", sel, got)
 	}
 
-	createHPA(t, e, ns, newHPA(queueDep.Name, gpuStartReplicas, gpuMaxReplicas, podsMetric(metricQueue, gpuQueueTarget), 0))
-	createHPA(t, e, ns, newHPA(gpuDep.Name, gpuStartReplicas, gpuMaxReplicas, podsMetric(metricGPUUtil, gpuUtilTarget), 0))
+	createHPA(t, e, ns, newHPA(queueDep.Name, gpuStartReplicas, gpuMaxReplicas, framework.PodsMetric(metricQueue, gpuQueueTarget), 0))
+	createHPA(t, e, ns, newHPA(gpuDep.Name, gpuStartReplicas, gpuMaxReplicas, framework.PodsMetric(metricGPUUtil, gpuUtilTarget), 0))
 	rows := watchTwoHPAs(t, e, ns, queueDep.Name, gpuDep.Name)
 	logTwoHPATable(t, rows, queueDep.Name, gpuDep.Name)
 
@@ -236,19 +234,9 @@ func agentPage(t *testing.T, baseURL string, pods []string) string {
 	var body []byte
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		var err error
+		if body, err = framework.GetPage(ctx, nil, baseURL+"/metrics"); err != nil {
 			noteErr(ctx, &last, err)
-			return false, nil
-		}
-		defer resp.Body.Close()
-		body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if err != nil || resp.StatusCode != http.StatusOK {
-			last = fmt.Sprintf("%s: %v", resp.Status, err)
 			return false, nil
 		}
 		for _, p := range pods {
@@ -285,12 +273,12 @@ func waitBusyAndIdle(e *framework.Environment, ns string, sel labels.Selector, w
 	defer cancel()
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		util, err := podValues(ctx, e.ControlPlane.Config, ns, metricGPUUtil, sel)
+		util, err := e.ControlPlane.Metrics.PodValues(ctx, ns, metricGPUUtil, sel)
 		if err != nil {
 			noteErr(ctx, &last, err)
 			return false, nil
 		}
-		queue, err := podValues(ctx, e.ControlPlane.Config, ns, metricQueue, sel)
+		queue, err := e.ControlPlane.Metrics.PodValues(ctx, ns, metricQueue, sel)
 		if err != nil {
 			noteErr(ctx, &last, err)
 			return false, nil

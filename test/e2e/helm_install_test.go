@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,11 +32,10 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
-// The chart under test and how the tests install it.
+// How the tests install the chart (framework.ChartPath, as release
+// framework.HelmRelease).
 const (
-	chartRelPath = "deploy/helm/inference-metrics-adapter"
-	helmRelease  = "inference-metrics-adapter"
-	instanceKey  = "app.kubernetes.io/instance"
+	instanceKey = "app.kubernetes.io/instance"
 	// existingSecretName is the Secret ci/tls-existing-secret-values.yaml names.
 	existingSecretName = "inference-metrics-adapter-serving"
 )
@@ -86,10 +83,14 @@ func startHelmEnv(t *testing.T) *helmEnv {
 			t.Errorf("stop control plane: %v", err)
 		}
 	})
+	helm, err := framework.HelmBinary(os.Getenv(binEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &helmEnv{
 		cp:         cp,
-		helm:       filepath.Join(os.Getenv(binEnv), "helm"),
-		chart:      filepath.Join(root, chartRelPath),
+		helm:       helm,
+		chart:      filepath.Join(root, framework.ChartPath),
 		adapterBin: adapterBin,
 		dir:        dir,
 	}
@@ -144,14 +145,12 @@ func (h *helmEnv) runHelm(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, h.helm, append(args, "--kubeconfig", h.cp.AdminKubeconfig)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(h.dir, "helm-cache"), "HELM_CONFIG_HOME="+filepath.Join(h.dir, "helm-config"), "HELM_DATA_HOME="+filepath.Join(h.dir, "helm-data"))
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	out, err := framework.RunHelm(ctx, h.helm, []string{"HELM_CACHE_HOME=" + filepath.Join(h.dir, "helm-cache"), "HELM_CONFIG_HOME=" + filepath.Join(h.dir, "helm-config"), "HELM_DATA_HOME=" + filepath.Join(h.dir, "helm-data")},
+		append(args, "--kubeconfig", h.cp.AdminKubeconfig)...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out.String()
+	return out
 }
 
 // install is one chart release on loopback: the chart installed as the
@@ -179,7 +178,7 @@ func (h *helmEnv) install(t *testing.T, ci string) *install {
 	if in.port, err = framework.FreePort(); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"install", helmRelease, h.chart, "--namespace", in.ns, "--create-namespace",
+	args := []string{"install", framework.HelmRelease, h.chart, "--namespace", in.ns, "--create-namespace",
 		"-f", filepath.Join(h.chart, "ci", ci+"-values.yaml"), "--set", "service.port=" + strconv.Itoa(in.port)}
 	var ca *framework.CA
 	if ci == "tls-existing-secret" || ci == "tls-cert-manager" {
@@ -192,7 +191,7 @@ func (h *helmEnv) install(t *testing.T, ci string) *install {
 		if _, err := h.cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		h.createServingSecret(t, ca, in.ns, existingSecretName, []string{helmRelease + "." + in.ns + ".svc"})
+		h.createServingSecret(t, ca, in.ns, existingSecretName, []string{framework.HelmRelease + "." + in.ns + ".svc"})
 		caFile := filepath.Join(h.dir, ci+"-ca.crt")
 		if err := os.WriteFile(caFile, ca.CertPEM, 0o644); err != nil {
 			t.Fatal(err)
@@ -241,22 +240,22 @@ func (h *helmEnv) playCertManager(t *testing.T, ca *framework.CA, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	certGVR := schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
-	cert, err := h.cp.Dynamic.Resource(certGVR).Namespace(ns).Get(ctx, helmRelease, metav1.GetOptions{})
+	cert, err := h.cp.Dynamic.Resource(certGVR).Namespace(ns).Get(ctx, framework.HelmRelease, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the chart's Certificate: %v", err)
 	}
 	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	if secretName == "" || len(dnsNames) == 0 {
-		t.Fatalf("Certificate %s/%s lacks secretName or dnsNames: %v", ns, helmRelease, cert.Object["spec"])
+		t.Fatalf("Certificate %s/%s lacks secretName or dnsNames: %v", ns, framework.HelmRelease, cert.Object["spec"])
 	}
 	h.createServingSecret(t, ca, ns, secretName, dnsNames)
-	list, err := h.cp.Dynamic.Resource(apiServicesGVR).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + helmRelease})
+	list, err := h.cp.Dynamic.Resource(apiServicesGVR).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + framework.HelmRelease})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range list.Items {
-		if got, want := a.GetAnnotations()["cert-manager.io/inject-ca-from"], ns+"/"+helmRelease; got != want {
+		if got, want := a.GetAnnotations()["cert-manager.io/inject-ca-from"], ns+"/"+framework.HelmRelease; got != want {
 			t.Fatalf("APIService %s: inject-ca-from %q, want %q", a.GetName(), got, want)
 		}
 		patch := fmt.Sprintf(`{"spec":{"caBundle":%q}}`, base64.StdEncoding.EncodeToString(ca.CertPEM))
@@ -301,8 +300,8 @@ func (in *install) serviceToLoopback(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	patch := `{"spec":{"type":"ExternalName","externalName":"127.0.0.1","selector":null,"clusterIP":null,"clusterIPs":null,"ipFamilies":null,"ipFamilyPolicy":null,"internalTrafficPolicy":null,"sessionAffinity":null}}`
-	if _, err := in.h.cp.Client.CoreV1().Services(in.ns).Patch(ctx, helmRelease, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("make Service %s/%s an ExternalName of 127.0.0.1: %v", in.ns, helmRelease, err)
+	if _, err := in.h.cp.Client.CoreV1().Services(in.ns).Patch(ctx, framework.HelmRelease, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("make Service %s/%s an ExternalName of 127.0.0.1: %v", in.ns, framework.HelmRelease, err)
 	}
 }
 
@@ -310,7 +309,7 @@ func (in *install) deployment(t *testing.T) *appsv1.Deployment {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := in.h.cp.Client.AppsV1().Deployments(in.ns).Get(ctx, helmRelease, metav1.GetOptions{})
+	d, err := in.h.cp.Client.AppsV1().Deployments(in.ns).Get(ctx, framework.HelmRelease, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the chart's Deployment: %v", err)
 	}
@@ -396,7 +395,7 @@ func (in *install) waitAvailable(t *testing.T, timeout time.Duration) map[string
 	defer cancel()
 	notYet := map[string]string{}
 	_ = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		list, err := in.h.cp.Dynamic.Resource(apiServicesGVR).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + helmRelease})
+		list, err := in.h.cp.Dynamic.Resource(apiServicesGVR).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + framework.HelmRelease})
 		if err != nil {
 			return false, nil
 		}
@@ -427,7 +426,7 @@ func (in *install) waitAvailable(t *testing.T, timeout time.Duration) map[string
 func (in *install) cleanup(t *testing.T) {
 	t.Helper()
 	if in.uninstall {
-		in.h.runHelm(t, "uninstall", helmRelease, "--namespace", in.ns, "--wait", "--timeout", "60s")
+		in.h.runHelm(t, "uninstall", framework.HelmRelease, "--namespace", in.ns, "--wait", "--timeout", "60s")
 		in.uninstall = false
 	}
 	in.stopAdapter(t)
@@ -471,7 +470,7 @@ func (h *helmEnv) releaseObjects(t *testing.T) []string {
 			if strings.Contains(r.Name, "/") || !chartContains(r.Verbs, "list") || gv.Group == "events.k8s.io" || (gv.Group == "" && r.Name == "events") {
 				continue
 			}
-			items, err := dyn.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + helmRelease})
+			items, err := dyn.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + framework.HelmRelease})
 			if err != nil {
 				continue
 			}
@@ -522,7 +521,7 @@ func TestHelmInstall(t *testing.T) {
 		t.Run(ci, func(t *testing.T) {
 			in := h.install(t, ci)
 			if n := len(h.releaseObjects(t)); n < 10 {
-				t.Fatalf("only %d objects labeled %s=%s after install; the uninstall check would prove nothing", n, instanceKey, helmRelease)
+				t.Fatalf("only %d objects labeled %s=%s after install; the uninstall check would prove nothing", n, instanceKey, framework.HelmRelease)
 			}
 			in.startAdapter(t, "adapter-"+ci)
 			defer in.stopAdapter(t)
@@ -573,7 +572,7 @@ func (h *helmEnv) checkExamples(t *testing.T) {
 // readyz returns the status of the adapter's /readyz, 0 when unreachable.
 func (in *install) readyz(t *testing.T) int {
 	t.Helper()
-	c, err := framework.TLSClient(in.caPEM, nil, helmRelease+"."+in.ns+".svc")
+	c, err := framework.TLSClient(in.caPEM, nil, framework.HelmRelease+"."+in.ns+".svc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +588,7 @@ func (in *install) readyz(t *testing.T) int {
 // the kubelet's HTTPS probes are.
 func (in *install) checkProbes(t *testing.T) {
 	t.Helper()
-	c, err := framework.TLSClient(in.caPEM, nil, helmRelease+"."+in.ns+".svc")
+	c, err := framework.TLSClient(in.caPEM, nil, framework.HelmRelease+"."+in.ns+".svc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,29 +673,37 @@ func (in *install) checkScenario(t *testing.T) {
 	if _, err := c.CoreV1().Pods(in.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	hpa := in.h.cp.Impersonate(hpaControllerUser, hpaControllerGroups...)
-	paths := map[string]string{
-		"pods":        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + in.ns + "/pods/*/" + metricQueue + "?labelSelector=app%3Dchart-scenario",
-		"deployments": "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + in.ns + "/deployments.apps/model/" + metricQueue,
+	// Asked as the HPA controller asks: its identity, its typed client.
+	hpa, err := framework.NewMetricsClient(in.h.cp.Impersonate(hpaControllerUser, hpaControllerGroups...))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for what, path := range paths {
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	questions := map[string]func(ctx context.Context) (map[string]float64, error){
+		"pods": func(ctx context.Context) (map[string]float64, error) {
+			return hpa.PodValues(ctx, in.ns, metricQueue, selector)
+		},
+		"deployments": func(ctx context.Context) (map[string]float64, error) {
+			v, err := hpa.Object(ctx, in.ns, framework.DeploymentKind, "model", metricQueue)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]float64{v.DescribedObject.Name: v.Value.AsApproximateFloat64()}, nil
+		},
+	}
+	for what, ask := range questions {
 		var last string
 		err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			body, err := rawGet(ctx, hpa, path)
+			vals, err := ask(ctx)
 			if err != nil {
 				last = err.Error()
 				return false, nil
 			}
-			last = string(body)
-			var list struct {
-				Items []struct {
-					Value string `json:"value"`
-				} `json:"items"`
-			}
-			if err := json.Unmarshal(body, &list); err != nil {
-				return false, err
-			}
-			return len(list.Items) == 1 && list.Items[0].Value == "7", nil
+			last = formatValues(vals)
+			return onlyValue(vals, 7), nil
 		})
 		if err != nil {
 			t.Fatalf("%s metric via the chart's APIService never answered 7 (last: %s): %v\nadapter log:\n%s", what, last, err, in.adapter.Tail(20))
@@ -709,7 +716,7 @@ func (in *install) checkScenario(t *testing.T) {
 func TestHelmInstallRBACIsNeeded(t *testing.T) {
 	h := startHelmEnv(t)
 	in := h.install(t, "tls-helm")
-	sa := "system:serviceaccount:" + in.ns + ":" + helmRelease
+	sa := "system:serviceaccount:" + in.ns + ":" + framework.HelmRelease
 	cases := []struct {
 		name    string
 		breakIt func(ctx context.Context) (restore func(ctx context.Context) error, err error)
@@ -717,17 +724,17 @@ func TestHelmInstallRBACIsNeeded(t *testing.T) {
 	}{
 		{
 			name:    "no list on pods",
-			breakIt: in.dropClusterRoleRule(helmRelease, "pods"),
+			breakIt: in.dropClusterRoleRule(framework.HelmRelease, "pods"),
 			wantLog: `pods is forbidden: User "` + sa + `" cannot list resource "pods"`,
 		},
 		{
 			name:    "no list on deployments",
-			breakIt: in.dropClusterRoleRule(helmRelease, "deployments"),
+			breakIt: in.dropClusterRoleRule(framework.HelmRelease, "deployments"),
 			wantLog: `cannot list resource "deployments" in API group "apps"`,
 		},
 		{
 			name:    "no extension-apiserver-authentication-reader",
-			breakIt: in.deleteRoleBinding("kube-system", helmRelease+":auth-reader"),
+			breakIt: in.deleteRoleBinding("kube-system", framework.HelmRelease+":auth-reader"),
 			wantLog: `configmaps "extension-apiserver-authentication" is forbidden`,
 		},
 	}

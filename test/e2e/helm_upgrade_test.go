@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -50,7 +50,7 @@ func postRenderServiceToLoopback(r io.Reader, w io.Writer) error {
 			continue
 		}
 		u := unstructured.Unstructured{Object: obj}
-		if u.GetKind() == "Service" && u.GetName() == helmRelease {
+		if u.GetKind() == "Service" && u.GetName() == framework.HelmRelease {
 			ports, _, _ := unstructured.NestedSlice(obj, "spec", "ports")
 			spec := map[string]any{"type": "ExternalName", "externalName": "127.0.0.1"}
 			if ports != nil {
@@ -83,8 +83,15 @@ type upgradeProbe struct {
 func (in *install) startUpgradeProbe(t *testing.T, interval time.Duration) *upgradeProbe {
 	t.Helper()
 	p := &upgradeProbe{stop: make(chan struct{})}
-	hpa := in.h.cp.Impersonate(hpaControllerUser, hpaControllerGroups...)
-	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + in.ns + "/pods/*/" + metricQueue + "?labelSelector=app%3Dchart-scenario"
+	// The HPA's question, as the HPA controller asks it: its identity, its
+	// typed client, each answer bounded by five intervals.
+	hpaConfig := in.h.cp.Impersonate(hpaControllerUser, hpaControllerGroups...)
+	hpaConfig.Timeout = interval * 5
+	hpa, err := framework.NewMetricsClient(hpaConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector := labels.SelectorFromSet(labels.Set{"app": "chart-scenario"})
 	problem := func(format string, args ...any) {
 		if len(p.firstProblems) < 10 {
 			p.firstProblems = append(p.firstProblems, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
@@ -105,24 +112,27 @@ func (in *install) startUpgradeProbe(t *testing.T, interval time.Duration) *upgr
 				p.unavailable++
 				problem("APIServices not Available: %v", notYet)
 			}
-			body, err := rawGet(ctx, hpa, path)
+			vals, err := hpa.PodValues(ctx, in.ns, metricQueue, selector)
 			cancel()
-			var list struct {
-				Items []struct {
-					Value string `json:"value"`
-				} `json:"items"`
-			}
 			switch {
 			case err != nil:
 				p.failed++
 				problem("answer: %v", err)
-			case json.Unmarshal(body, &list) != nil || len(list.Items) != 1 || list.Items[0].Value != "7":
+			case !onlyValue(vals, 7):
 				p.failed++
-				problem("answer: %s", body)
+				problem("answer: %v, want one pod at 7", vals)
 			}
 		}
 	})
 	return p
+}
+
+// onlyValue reports whether vals holds one pod, at want.
+func onlyValue(vals map[string]float64, want float64) bool {
+	for _, v := range vals {
+		return len(vals) == 1 && v == want
+	}
+	return false
 }
 
 func (p *upgradeProbe) finish() {
@@ -133,7 +143,7 @@ func (p *upgradeProbe) finish() {
 // notAvailable is the release's APIServices that are not Available now,
 // with their condition; an error listing them counts as all unavailable.
 func (in *install) notAvailable(ctx context.Context) map[string]string {
-	list, err := in.h.cp.Dynamic.Resource(apiServicesGVR).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + helmRelease})
+	list, err := in.h.cp.Dynamic.Resource(apiServicesGVR).List(ctx, metav1.ListOptions{LabelSelector: instanceKey + "=" + framework.HelmRelease})
 	if err != nil {
 		return map[string]string{"(list)": err.Error()}
 	}
@@ -212,7 +222,7 @@ func (h *helmEnv) checkUpgrade(t *testing.T) {
 		}
 	})
 	release := func(verb, chart string) string {
-		return h.runHelm(t, verb, helmRelease, chart, "--namespace", in.ns, "--create-namespace",
+		return h.runHelm(t, verb, framework.HelmRelease, chart, "--namespace", in.ns, "--create-namespace",
 			"--set", "service.port="+strconv.Itoa(in.port),
 			"--post-renderer", self, "--post-renderer-args", postRenderArg, "--wait=false")
 	}
@@ -223,7 +233,7 @@ func (h *helmEnv) checkUpgrade(t *testing.T) {
 			t.Fatal(err)
 		}
 		replicas[slot] = p
-		c, err := framework.TLSClient(in.caPEM, nil, helmRelease+"."+in.ns+".svc")
+		c, err := framework.TLSClient(in.caPEM, nil, framework.HelmRelease+"."+in.ns+".svc")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +319,7 @@ func (in *install) checkRollingUpdateGuards(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pdb, err := in.h.cp.Client.PolicyV1().PodDisruptionBudgets(in.ns).Get(ctx, helmRelease, metav1.GetOptions{})
+	pdb, err := in.h.cp.Client.PolicyV1().PodDisruptionBudgets(in.ns).Get(ctx, framework.HelmRelease, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the chart's PodDisruptionBudget: %v", err)
 	}
@@ -322,7 +332,7 @@ func TestPostRenderServiceToLoopback(t *testing.T) {
 	in := `apiVersion: v1
 kind: Service
 metadata:
-  name: ` + helmRelease + `
+  name: ` + framework.HelmRelease + `
 spec:
   type: ClusterIP
   selector: {app: x}

@@ -2,18 +2,13 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -88,8 +82,10 @@ func waitRunningPods(ctx context.Context, c kubernetes.Interface, ns string, sel
 	return pods, nil
 }
 
-// rawGet GETs an API path (with an optional query) as config and returns the body.
-func rawGet(ctx context.Context, config *rest.Config, path string) ([]byte, error) {
+// rawRequest is a GET of an API path (with an optional query) as config,
+// for tests of the wire itself: what reading a metric means is
+// framework.MetricsClient.
+func rawRequest(config *rest.Config, path string) (*rest.Request, error) {
 	c, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -104,74 +100,81 @@ func rawGet(ctx context.Context, config *rest.Config, path string) ([]byte, erro
 			req = req.Param(k, v)
 		}
 	}
+	return req, nil
+}
+
+// rawGet GETs an API path (with an optional query) as config and returns
+// the body; an error status is an API status error.
+func rawGet(ctx context.Context, config *rest.Config, path string) ([]byte, error) {
+	req, err := rawRequest(config, path)
+	if err != nil {
+		return nil, err
+	}
 	return req.DoRaw(ctx)
 }
 
-// podMetricsPath is the v1beta2 path for metric over ns's pods matching selector.
+// rawGetStatus GETs an API path (with an optional query) as config and
+// returns the status code and body, for errors too.
+func rawGetStatus(ctx context.Context, config *rest.Config, path string) (int, []byte, error) {
+	req, err := rawRequest(config, path)
+	if err != nil {
+		return 0, nil, err
+	}
+	res := req.Do(ctx)
+	var code int
+	res.StatusCode(&code)
+	body, err := res.Raw()
+	if code != 0 {
+		err = nil // an HTTP answer, error or not: the caller reads code and body
+	}
+	return code, body, err
+}
+
+// podMetricsPath is the v1beta2 path for metric over ns's pods matching
+// selector, for raw questions.
 func podMetricsPath(ns, metric string, selector labels.Selector) string {
 	return fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s?labelSelector=%s",
 		ns, metric, url.QueryEscape(selector.String()))
 }
 
-// getMetricList GETs a custom metrics v1beta2 list.
-func getMetricList(ctx context.Context, config *rest.Config, path string) (*cmv1beta2.MetricValueList, error) {
-	body, err := rawGet(ctx, config, path)
-	if err != nil {
-		return nil, err
-	}
-	var list cmv1beta2.MetricValueList
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", path, err)
-	}
-	return &list, nil
-}
-
-// podValues returns the adapter's value of metric per pod name.
-func podValues(ctx context.Context, config *rest.Config, ns, metric string, selector labels.Selector) (map[string]float64, error) {
-	list, err := getMetricList(ctx, config, podMetricsPath(ns, metric, selector))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, it := range list.Items {
-		out[it.DescribedObject.Name] = it.Value.AsApproximateFloat64()
-	}
-	return out, nil
-}
-
 // simGauge reads a simulator's /metrics page and sums the samples of name
-// (over engines), parsing with the Prometheus text parser, independent of
-// the adapter's own parser.
+// (over engines and models).
 func simGauge(ctx context.Context, baseURL, name string) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	byModel, err := simModelGauge(ctx, baseURL, name)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("read %s/metrics: %w", baseURL, err)
+	sum := 0.0
+	for _, v := range byModel {
+		sum += v
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return 0, fmt.Errorf("read %s/metrics: %s: %s", baseURL, resp.Status, b)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	return sum, nil
+}
+
+// simModelGauge reads a simulator's /metrics page (at most 2 s) and sums
+// the samples of the gauge name per model_name label.
+func simModelGauge(ctx context.Context, baseURL, name string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	families, err := framework.MetricFamilies(ctx, nil, baseURL+"/metrics")
 	if err != nil {
-		return 0, fmt.Errorf("parse %s/metrics: %w", baseURL, err)
+		return nil, err
 	}
 	f, ok := families[name]
 	if !ok {
-		return 0, fmt.Errorf("%s/metrics has no %s", baseURL, name)
+		return nil, fmt.Errorf("%s/metrics has no %s", baseURL, name)
 	}
-	sum := 0.0
+	out := map[string]float64{}
 	for _, m := range f.GetMetric() {
-		sum += m.GetGauge().GetValue()
+		model := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "model_name" {
+				model = l.GetValue()
+			}
+		}
+		out[model] += m.GetGauge().GetValue()
 	}
-	return sum, nil
+	return out, nil
 }
 
 // load is a loadgen run in the background.

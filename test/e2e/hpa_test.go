@@ -51,13 +51,13 @@ func TestHPAScales(t *testing.T) {
 	}{{
 		// Queue C/N-4 = 5 at N=4.
 		name:     "pods-queue-size",
-		metric:   func(string) autoscalingv2.MetricSpec { return podsMetric(metricQueue, "5") },
+		metric:   func(string) autoscalingv2.MetricSpec { return framework.PodsMetric(metricQueue, "5") },
 		show:     metricQueue,
 		inFlight: 36,
 	}, {
 		// Batch min(C/N, 4) = 2 at N=4.
 		name:     "pods-batch-size",
-		metric:   func(string) autoscalingv2.MetricSpec { return podsMetric(metricBatch, "2") },
+		metric:   func(string) autoscalingv2.MetricSpec { return framework.PodsMetric(metricBatch, "2") },
 		show:     metricBatch,
 		inFlight: 8,
 	}, {
@@ -164,7 +164,7 @@ func TestHPAKeepsPodWithoutMetrics(t *testing.T) {
 	defer cancel()
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		vals, err := podValues(ctx, e.ControlPlane.Config, ns, metricQueue, selector)
+		vals, err := e.ControlPlane.Metrics.PodValues(ctx, ns, metricQueue, selector)
 		if err != nil {
 			noteErr(ctx, &last, err)
 			return false, nil
@@ -181,7 +181,7 @@ func TestHPAKeepsPodWithoutMetrics(t *testing.T) {
 	// Target 20 per pod. Reported as 0, the dead pod would halve the
 	// average and the HPA would scale to 1 at once (no stabilization).
 	const target = 20.0
-	createHPA(t, e, ns, newHPA(d.Name, 1, 2, podsMetric(metricQueue, "20"), 0))
+	createHPA(t, e, ns, newHPA(d.Name, 1, 2, framework.PodsMetric(metricQueue, "20"), 0))
 	s := startSampler(t, e, ns, d.Name, metricQueue, selector)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
@@ -206,39 +206,12 @@ func TestHPAKeepsPodWithoutMetrics(t *testing.T) {
 	}
 }
 
-func podsMetric(name, averageValue string) autoscalingv2.MetricSpec {
-	return autoscalingv2.MetricSpec{
-		Type: autoscalingv2.PodsMetricSourceType,
-		Pods: &autoscalingv2.PodsMetricSource{
-			Metric: autoscalingv2.MetricIdentifier{Name: name},
-			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: new(resource.MustParse(averageValue))},
-		},
-	}
-}
-
-// newHPA scales deployment on metric with short windows: scale up at once
-// (up to 4 pods per 5 s), scale down after downWindow seconds of lower
-// recommendations, all the way in one step.
+// newHPA scales deployment on metric with the quick behavior
+// (framework.QuickBehavior), scaling down all the way in one step once
+// downWindow seconds of lower recommendations have passed.
 func newHPA(deployment string, minReplicas, maxReplicas int32, metric autoscalingv2.MetricSpec, downWindow int32) *autoscalingv2.HorizontalPodAutoscaler {
-	return &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: deployment},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: deployment},
-			MinReplicas:    &minReplicas,
-			MaxReplicas:    maxReplicas,
-			Metrics:        []autoscalingv2.MetricSpec{metric},
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleUp: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: new(int32(0)),
-					Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 5}},
-				},
-				ScaleDown: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: &downWindow,
-					Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 1}},
-				},
-			},
-		},
-	}
+	allAtOnce := autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 1}
+	return framework.HPA(deployment, minReplicas, maxReplicas, metric, framework.QuickBehavior(downWindow, allAtOnce))
 }
 
 func createHPA(t *testing.T, e *framework.Environment, ns string, hpa *autoscalingv2.HorizontalPodAutoscaler) {
@@ -322,7 +295,7 @@ func takeSample(ctx context.Context, e *framework.Environment, ns, name, metric 
 			}
 		}
 	}
-	r.values, _ = podValues(ctx, e.ControlPlane.Config, ns, metric, selector)
+	r.values, _ = e.ControlPlane.Metrics.PodValues(ctx, ns, metric, selector)
 	return r
 }
 

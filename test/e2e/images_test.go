@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,15 +160,14 @@ func TestImages(t *testing.T) {
 		var last string
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {
-			resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
-			if err == nil {
-				body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-				resp.Body.Close()
-				last = string(body)
-				if resp.StatusCode == http.StatusOK && strings.Contains(last, want) {
-					return
-				}
-			} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			body, err := framework.GetPage(ctx, nil, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics")
+			cancel()
+			if err == nil && strings.Contains(string(body), want) {
+				return
+			}
+			last = string(body)
+			if err != nil {
 				last = err.Error()
 			}
 			time.Sleep(500 * time.Millisecond)

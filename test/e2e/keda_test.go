@@ -92,19 +92,18 @@ func TestKEDAExternalScaler(t *testing.T) {
 	}
 	t.Cleanup(func() { svc.Close() })
 	l := startLoad(t, svc.URL, 60, 40*time.Second, 10)
-	objPath := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/deployments.apps/%s/%s", ns, d.Name, metricQueue)
 	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		v, active, err := kedaRead(ctx, client, ref)
 		if err != nil {
 			noteErr(ctx, &last, err)
 			return false, nil
 		}
-		obj, err := getMetricList(ctx, e.ControlPlane.Config, objPath)
-		if err != nil || len(obj.Items) != 1 {
+		obj, err := e.ControlPlane.Metrics.Object(ctx, ns, framework.DeploymentKind, d.Name, metricQueue)
+		if err != nil {
 			last = fmt.Sprintf("KEDA %g; custom metrics: %v", v, err)
 			return false, nil
 		}
-		cm := obj.Items[0].Value.AsApproximateFloat64()
+		cm := obj.Value.AsApproximateFloat64()
 		last = fmt.Sprintf("KEDA value %g (active %v), custom metrics %g", v, active, cm)
 		return v > 0 && active && v == cm, nil
 	})

@@ -16,8 +16,8 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
-// binEnv names the directory with the control-plane binaries.
-const binEnv = "IMA_E2E_BIN"
+// binEnv names the directory with the control-plane binaries and helm.
+const binEnv = framework.BinEnv
 
 // env is the environment TestMain set up; nil when binEnv is unset.
 var env *framework.Environment

@@ -89,7 +89,7 @@ func TestPodAndObjectValues(t *testing.T) {
 	} {
 		var last string
 		err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			api, err := podValues(ctx, e.ControlPlane.Config, ns, metric.api, selector)
+			api, err := e.ControlPlane.Metrics.PodValues(ctx, ns, metric.api, selector)
 			if err != nil {
 				noteErr(ctx, &last, err)
 				return false, nil
@@ -118,7 +118,7 @@ func TestPodAndObjectValues(t *testing.T) {
 	}
 
 	// Item shape: the described pod, the metric name, a recent timestamp.
-	list, err := getMetricList(ctx, e.ControlPlane.Config, podMetricsPath(ns, metricQueue, selector))
+	list, err := e.ControlPlane.Metrics.Pods(ctx, ns, metricQueue, selector, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,6 @@ func TestPodAndObjectValues(t *testing.T) {
 	}
 
 	// The Deployment's value is the sum over its pods.
-	objPath := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/deployments.apps/%s/%s", ns, d.Name, metricQueue)
 	var lastObj string
 	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		pages := 0.0
@@ -146,18 +145,14 @@ func TestPodAndObjectValues(t *testing.T) {
 			}
 			pages += v
 		}
-		obj, err := getMetricList(ctx, e.ControlPlane.Config, objPath)
+		obj, err := e.ControlPlane.Metrics.Object(ctx, ns, framework.DeploymentKind, d.Name, metricQueue)
 		if err != nil {
 			noteErr(ctx, &lastObj, err)
 			return false, nil
 		}
-		if len(obj.Items) != 1 {
-			lastObj = fmt.Sprintf("%d items", len(obj.Items))
-			return false, nil
-		}
-		v := obj.Items[0].Value.AsApproximateFloat64()
+		v := obj.Value.AsApproximateFloat64()
 		lastObj = fmt.Sprintf("object %g, sum of pages %g", v, pages)
-		return math.Abs(v-pages) < 1e-9 && obj.Items[0].DescribedObject.Kind == "Deployment", nil
+		return math.Abs(v-pages) < 1e-9 && obj.DescribedObject.Kind == "Deployment", nil
 	})
 	if err != nil {
 		t.Fatalf("deployment object metric never equalled the sum of the pages (last: %s): %v", lastObj, err)
@@ -171,7 +166,7 @@ func TestPodAndObjectValues(t *testing.T) {
 	}
 	var lastGone string
 	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		api, err := podValues(ctx, e.ControlPlane.Config, ns, metricQueue, selector)
+		api, err := e.ControlPlane.Metrics.PodValues(ctx, ns, metricQueue, selector)
 		if err != nil {
 			noteErr(ctx, &lastGone, err)
 			return false, nil
@@ -183,9 +178,8 @@ func TestPodAndObjectValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pod %s with a dead server still listed, or the others missing (last: %s): %v", gone, lastGone, err)
 	}
-	one := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/%s/%s", ns, gone, metricQueue)
-	if body, err := rawGet(ctx, e.ControlPlane.Config, one); !apierrors.IsNotFound(err) {
-		t.Fatalf("GET the dead pod's metric: want 404 NotFound, got err=%v body=%s", err, body)
+	if v, err := e.ControlPlane.Metrics.Object(ctx, ns, framework.PodKind, gone, metricQueue); !apierrors.IsNotFound(err) {
+		t.Fatalf("the dead pod's own metric: want 404 NotFound, got err=%v value=%+v", err, v)
 	}
 	t.Logf("after killing %s's server: %s; its own metric is 404", gone, lastGone)
 }

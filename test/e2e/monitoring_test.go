@@ -4,15 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
-	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -36,7 +35,7 @@ func TestDashboardSeriesExist(t *testing.T) {
 	// A metrics question, so that the request metrics have a series for
 	// the custom.metrics.k8s.io group; its answer (a 404 is fine) does not
 	// matter.
-	if _, _, err := rawGetStatus(ctx, e.ControlPlane.Config, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/"+metricQueue); err != nil {
+	if _, err := e.ControlPlane.Metrics.Pods(ctx, "default", metricQueue, labels.Everything(), nil); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("ask the metrics API: %v", err)
 	}
 
@@ -93,13 +92,16 @@ func TestDashboardSeriesExist(t *testing.T) {
 // the series their queries name, sorted.
 func chartSeries(ctx context.Context, t *testing.T) []string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
+	chart, err := framework.ChartDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	chart := filepath.Join(root, "deploy/helm/inference-metrics-adapter")
-	rendered, err := monitoring.Render(ctx, filepath.Join(os.Getenv(binEnv), "helm"), chart,
-		"--kube-version", "1.37.2", "--namespace", "inference-metrics-adapter", "-f", filepath.Join(chart, "ci", "monitoring-values.yaml"))
+	helm, err := framework.HelmBinary(os.Getenv(binEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := monitoring.Render(ctx, helm, chart,
+		"--kube-version", framework.KubeVersion, "--namespace", framework.ChartNamespace, "-f", framework.ChartCIValues(chart, "monitoring"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,23 +154,7 @@ func adapterPage(ctx context.Context, e *framework.Environment) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.Adapter.URL()+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return nil, fmt.Errorf("read /metrics: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return buf.Bytes(), nil
+	return framework.GetPage(ctx, c, e.Adapter.URL()+"/metrics")
 }
 
 // seriesOf maps each sample name on a text-format page to its lines.

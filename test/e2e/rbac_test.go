@@ -42,7 +42,7 @@ func TestAuthorization(t *testing.T) {
 	// carries data, not an empty list.
 	var last string
 	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		vals, err := podValues(ctx, e.ControlPlane.Config, ns, metricQueue, selector)
+		vals, err := e.ControlPlane.Metrics.PodValues(ctx, ns, metricQueue, selector)
 		if err != nil {
 			noteErr(ctx, &last, err)
 			return false, nil
@@ -59,7 +59,11 @@ func TestAuthorization(t *testing.T) {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("user without RBAC rights: want 403 Forbidden, got %v", err)
 		}
-		vals, err := podValues(ctx, e.ControlPlane.Impersonate(hpaControllerUser, hpaControllerGroups...), ns, metricQueue, selector)
+		asHPA, err := framework.NewMetricsClient(e.ControlPlane.Impersonate(hpaControllerUser, hpaControllerGroups...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := asHPA.PodValues(ctx, ns, metricQueue, selector)
 		if err != nil {
 			t.Fatalf("HPA controller identity: want 200, got %v", err)
 		}

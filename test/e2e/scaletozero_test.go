@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	"k8s.io/client-go/rest"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
@@ -89,7 +88,7 @@ func TestScaleFromAndToZero(t *testing.T) {
 	// The pods' queue and running batch: while requests run, the batch keeps
 	// at least one replica (a queue alone is 0 under light load, and the
 	// HPA would go to zero between requests).
-	hpa.Spec.Metrics = append(hpa.Spec.Metrics, podsMetric(metricQueue, "5"), podsMetric(metricBatch, "4"))
+	hpa.Spec.Metrics = append(hpa.Spec.Metrics, framework.PodsMetric(metricQueue, "5"), framework.PodsMetric(metricBatch, "4"))
 	createHPA(t, e, ns, hpa)
 
 	w := startZeroWatch(t, e, ns, name, selector)
@@ -263,15 +262,22 @@ type zeroWatch struct {
 }
 
 func startZeroWatch(t *testing.T, e *framework.Environment, ns, name string, selector labels.Selector) *zeroWatch {
+	// The HPA's question about the Service, each answer bounded by 2 s like
+	// the rest of an observation.
+	cfg := rest.CopyConfig(e.ControlPlane.Config)
+	cfg.Timeout = 2 * time.Second
+	metrics, err := framework.NewMetricsClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &zeroWatch{cancel: cancel, done: make(chan struct{})}
-	path := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/services/%s/%s", ns, name, catalog.FrontDoorPendingRequests)
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			w.observe(ctx, e, ns, name, selector, path)
+			w.observe(ctx, e, metrics, ns, name, selector)
 			select {
 			case <-ctx.Done():
 				return
@@ -290,7 +296,7 @@ func (w *zeroWatch) markLoad() {
 	w.loading = true
 }
 
-func (w *zeroWatch) observe(ctx context.Context, e *framework.Environment, ns, name string, selector labels.Selector, path string) {
+func (w *zeroWatch) observe(ctx context.Context, e *framework.Environment, metrics *framework.MetricsClient, ns, name string, selector labels.Selector) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	w.mu.Lock()
@@ -301,11 +307,8 @@ func (w *zeroWatch) observe(ctx context.Context, e *framework.Environment, ns, n
 	}
 	now := time.Now()
 	pending := -1.0
-	if body, err := rawGet(ctx, e.ControlPlane.Config, path); err == nil {
-		var list cmv1beta2.MetricValueList
-		if json.Unmarshal(body, &list) == nil && len(list.Items) == 1 {
-			pending = list.Items[0].Value.AsApproximateFloat64()
-		}
+	if v, err := metrics.Object(ctx, ns, framework.ServiceKind, name, catalog.FrontDoorPendingRequests); err == nil {
+		pending = v.Value.AsApproximateFloat64()
 	}
 	var replicas int32 = -1
 	if dep, err := e.ControlPlane.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {

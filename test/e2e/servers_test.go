@@ -3,13 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -36,7 +32,7 @@ func TestTGIScalesOnQueue(t *testing.T) {
 		t.Fatalf("the pod does not serve a TGI page: %v", err)
 	}
 	// Queue C/N-4 = 5 at N=4, as in TestHPAScales.
-	runScaleScenario(t, e, ns, d.Name, podsMetric(metricQueue, "5"), metricQueue, 36)
+	runScaleScenario(t, e, ns, d.Name, framework.PodsMetric(metricQueue, "5"), metricQueue, 36)
 }
 
 // TestSGLangTwoModels: one pod serves two models in SGLang's format. The
@@ -87,7 +83,7 @@ func TestSGLangTwoModels(t *testing.T) {
 	t.Logf("metricLabelSelector picks each model: %s", last)
 
 	// An HPA on beta alone: target 100 per pod keeps it at one replica.
-	metric := podsMetric(metricQueue, "100")
+	metric := framework.PodsMetric(metricQueue, "100")
 	metric.Pods.Metric.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"model_name": "beta"}}
 	createHPA(t, e, ns, newHPA(d.Name, 1, 2, metric, 0))
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 45*time.Second)
@@ -147,11 +143,11 @@ func hpaCurrent(ctx context.Context, e *framework.Environment, ns, name string) 
 // podModelValue is the adapter's value of metric for pod, restricted to
 // model by metricLabelSelector (all models when model is "").
 func podModelValue(ctx context.Context, e *framework.Environment, ns, metric string, selector labels.Selector, model, pod string) (float64, error) {
-	path := podMetricsPath(ns, metric, selector)
+	metricSelector := labels.Everything()
 	if model != "" {
-		path += "&metricLabelSelector=" + url.QueryEscape("model_name="+model)
+		metricSelector = labels.SelectorFromSet(labels.Set{"model_name": model})
 	}
-	list, err := getMetricList(ctx, e.ControlPlane.Config, path)
+	list, err := e.ControlPlane.Metrics.Pods(ctx, ns, metric, selector, metricSelector)
 	if err != nil {
 		return 0, fmt.Errorf("model %q: %w", model, err)
 	}
@@ -161,40 +157,6 @@ func podModelValue(ctx context.Context, e *framework.Environment, ns, metric str
 		}
 	}
 	return 0, fmt.Errorf("model %q: pod %s not in the answer (%d items)", model, pod, len(list.Items))
-}
-
-// simModelGauge reads a simulator's page with the Prometheus text parser
-// and returns gauge name per model_name.
-func simModelGauge(ctx context.Context, baseURL, name string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("read %s/metrics: %w", baseURL, err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s/metrics: %w", baseURL, err)
-	}
-	f, ok := families[name]
-	if !ok {
-		return nil, fmt.Errorf("%s/metrics has no %s", baseURL, name)
-	}
-	out := map[string]float64{}
-	for _, m := range f.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "model_name" {
-				out[l.GetValue()] += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out, nil
 }
 
 // startModelLoad is startLoad for one model of a multi-model server.

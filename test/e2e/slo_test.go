@@ -2,24 +2,19 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
@@ -57,7 +52,6 @@ func TestSLOSignals(t *testing.T) {
 	d := simDeployment("slo", 1, "--max-num-seqs=4")
 	pods := createSimDeployment(t, e, ns, d, 1)
 	selector := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
-	objPath := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/deployments.apps/%s/%s", ns, d.Name, metricTTFTP90)
 
 	// Before the load: the pod is scraped (the question makes it demand),
 	// so its window starts before the first request; its p90 is missing,
@@ -68,11 +62,11 @@ func TestSLOSignals(t *testing.T) {
 	defer cancelPre()
 	var last string
 	if err := wait.PollUntilContextCancel(pre, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		body, err := rawGet(ctx, e.ControlPlane.Config, objPath)
+		v, err := e.ControlPlane.Metrics.Object(ctx, ns, framework.DeploymentKind, d.Name, metricTTFTP90)
 		if err == nil {
-			return false, fmt.Errorf("a TTFT p90 before any request: %s", body)
+			return false, fmt.Errorf("a TTFT p90 before any request: %s", v.Value.String())
 		}
-		noteErr(ctx, &last, fmt.Errorf("%w: %s", err, body))
+		noteErr(ctx, &last, err)
 		return strings.Contains(last, "no request finished") || strings.Contains(last, "window yet"), nil
 	}); err != nil {
 		t.Fatalf("before the load, want a 404 saying no request finished; last: %s: %v", last, err)
@@ -82,7 +76,7 @@ func TestSLOSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hpa := newHPA(d.Name, 1, 3, podsMetric(metricTokensPerSecond, "100"), 300) // no scale-down within the test
+	hpa := newHPA(d.Name, 1, 3, framework.PodsMetric(metricTokensPerSecond, "100"), 300) // no scale-down within the test
 	hpa.Spec.Metrics = append(hpa.Spec.Metrics, autoscalingv2.MetricSpec{
 		Type: autoscalingv2.ObjectMetricSourceType,
 		Object: &autoscalingv2.ObjectMetricSource{
@@ -150,18 +144,14 @@ func TestSLOSignals(t *testing.T) {
 	want := bucketedQuantile(0.9, buckets, ttfts)
 	sort.Float64s(ttfts)
 	raw := ttfts[int(math.Ceil(0.9*float64(len(ttfts))))-1]
-	body, err := rawGet(ctx, e.ControlPlane.Config, objPath)
+	obj, err := e.ControlPlane.Metrics.Object(ctx, ns, framework.DeploymentKind, d.Name, metricTTFTP90)
 	if err != nil {
 		t.Fatalf("after the load: %v", err)
 	}
-	var list cmv1beta2.MetricValueList
-	if err := json.Unmarshal(body, &list); err != nil || len(list.Items) != 1 {
-		t.Fatalf("decode %s: %v (%d items)", body, err, len(list.Items))
-	}
-	got := list.Items[0].Value.AsApproximateFloat64()
+	got := obj.Value.AsApproximateFloat64()
 	tol := 0.25*want + 0.05
 	t.Logf("TTFT p90 of %d requests: adapter %.3fs (window %ds), client through the same buckets %.3fs, client raw %.3fs; tolerance ±%.3fs",
-		len(ttfts), got, *list.Items[0].WindowSeconds, want, raw, tol)
+		len(ttfts), got, *obj.WindowSeconds, want, raw, tol)
 	if math.Abs(got-want) > tol {
 		t.Errorf("the adapter's TTFT p90 %.3fs differs from the client's %.3fs (same buckets) by more than %.3fs", got, want, tol)
 	}
@@ -174,19 +164,9 @@ func ttftBuckets(ctx context.Context, e *framework.Environment, ns, pod string) 
 	if !ok {
 		return nil, fmt.Errorf("no endpoint for %s/%s", ns, pod)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	fams, err := framework.MetricFamilies(ctx, nil, base+"/metrics")
 	if err != nil {
 		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("read %s/metrics: %w", base, err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s/metrics: %w", base, err)
 	}
 	f := fams["vllm:time_to_first_token_seconds"]
 	if f == nil || len(f.GetMetric()) == 0 {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -27,7 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
@@ -86,7 +84,7 @@ func TestHostileTenant(t *testing.T) {
 	victim := simDeployment("victim", 2, "--max-num-seqs=4")
 	victimPods := createSimDeployment(t, e, victimNS, victim, 2)
 	victimSel := labels.SelectorFromSet(victim.Spec.Selector.MatchLabels)
-	createHPA(t, e, victimNS, newHPA(victim.Name, 2, 4, podsMetric(metricQueue, "5"), 0))
+	createHPA(t, e, victimNS, newHPA(victim.Name, 2, 4, framework.PodsMetric(metricQueue, "5"), 0))
 
 	// The tenant's pods, each served by this test at 127.1.0.N.
 	forged := forgedAgentPage(victimNS, podNames(victimPods))
@@ -116,9 +114,17 @@ func TestHostileTenant(t *testing.T) {
 		runTenantPod(ctx, t, e, tenantNS, hp, lbls, owner, fmt.Sprintf("127.1.0.%d", i+2))
 	}
 
+	// The victim's values are read as its HPA reads them, with the typed
+	// client, each read bounded by 5 s.
+	readerConfig := rest.CopyConfig(admin)
+	readerConfig.Timeout = 5 * time.Second
+	victimReader, err := framework.NewMetricsClient(readerConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The victim is answered before the attack starts.
 	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		vals, err := podValues(ctx, admin, victimNS, metricQueue, victimSel)
+		vals, err := victimReader.PodValues(ctx, victimNS, metricQueue, victimSel)
 		return err == nil && len(vals) == 2, nil
 	}); err != nil {
 		t.Fatalf("the victim's %s never answered before the attack: %v", metricQueue, err)
@@ -178,7 +184,7 @@ func TestHostileTenant(t *testing.T) {
 	for attackCtx.Err() == nil {
 		time.Sleep(500 * time.Millisecond)
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		vals, err := podValues(rctx, admin, victimNS, metricQueue, victimSel)
+		vals, err := victimReader.PodValues(rctx, victimNS, metricQueue, victimSel)
 		if err == nil {
 			err = checkVictimValues(rctx, e, victimNS, victimPods, vals)
 		}
@@ -210,9 +216,12 @@ func TestHostileTenant(t *testing.T) {
 
 	// Nothing forged, nothing out of range.
 	for _, p := range victimPods {
-		path := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/%s/%s", victimNS, p.Name, metricGPUUtil)
-		if body, err := rawGet(ctx, admin, path); err == nil {
-			t.Errorf("victim pod %s has a %s the tenant's agent forged: %s", p.Name, metricGPUUtil, body)
+		v, err := victimReader.Object(ctx, victimNS, framework.PodKind, p.Name, metricGPUUtil)
+		switch {
+		case err == nil:
+			t.Errorf("victim pod %s has a %s the tenant's agent forged: %s", p.Name, metricGPUUtil, v.Value.String())
+		case !apierrors.IsNotFound(err):
+			t.Errorf("victim pod %s: %s: want 404 (no GPU value), got %v", p.Name, metricGPUUtil, err)
 		}
 	}
 	for _, hp := range pages {
@@ -465,33 +474,6 @@ func adapterSelfMetrics(ctx context.Context, e *framework.Environment) (map[stri
 		}
 	}
 	return out, sc.Err()
-}
-
-// rawGetStatus GETs an API path (with an optional query) as config and
-// returns the status code and body, for errors too.
-func rawGetStatus(ctx context.Context, config *rest.Config, path string) (int, []byte, error) {
-	c, err := kubernetes.NewForConfig(config)
-	if err != nil {
-		return 0, nil, fmt.Errorf("client: %w", err)
-	}
-	u, err := url.Parse(path)
-	if err != nil {
-		return 0, nil, fmt.Errorf("parse %q: %w", path, err)
-	}
-	req := c.CoreV1().RESTClient().Get().AbsPath(u.Path)
-	for k, vs := range u.Query() {
-		for _, v := range vs {
-			req = req.Param(k, v)
-		}
-	}
-	res := req.Do(ctx)
-	var code int
-	res.StatusCode(&code)
-	body, err := res.Raw()
-	if code != 0 {
-		err = nil // an HTTP answer, error or not: the caller reads code and body
-	}
-	return code, body, err
 }
 
 // statusMessage is the message of a Status body, or the body.

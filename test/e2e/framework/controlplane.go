@@ -47,10 +47,12 @@ type ControlPlane struct {
 	// URL is the API server's address; AdminKubeconfig a kubeconfig for Admin.
 	URL             string
 	AdminKubeconfig string
-	// Config, Client and Dynamic talk to the API server as Admin.
+	// Config, Client and Dynamic talk to the API server as Admin; Metrics
+	// reads the metrics APIs as Admin, with the HPA's typed clients.
 	Config  *rest.Config
 	Client  kubernetes.Interface
 	Dynamic dynamic.Interface
+	Metrics *MetricsClient
 
 	etcd, apiserver, kcm *Process
 	// etcdURL and adminHTTP let StartEtcd and StartAPIServer wait for readiness.
@@ -172,6 +174,9 @@ func StartControlPlane(ctx context.Context, binDir, dir string, kcmArgs ...strin
 	}
 	if cp.Dynamic, err = dynamic.NewForConfig(cp.Config); err != nil {
 		return nil, fmt.Errorf("create dynamic client: %w", err)
+	}
+	if cp.Metrics, err = NewMetricsClient(cp.Config); err != nil {
+		return nil, fmt.Errorf("create metrics client: %w", err)
 	}
 
 	cp.kcm, err = StartProcess("kube-controller-manager", cp.LogDir, filepath.Join(binDir, "kube-controller-manager"), append([]string{
