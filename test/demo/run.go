@@ -137,7 +137,7 @@ func drive(ctx context.Context, cfg config, e *framework.Environment, url string
 		RequestTimeout: requestTimeout,
 		Client:         &http.Client{Transport: rec},
 	}
-	s := &sampler{client: e.ControlPlane.Client, selector: selector}
+	s := &sampler{client: e.ControlPlane.Client, metrics: e.ControlPlane.Metrics, selector: selector}
 	start := time.Now()
 	go func() {
 		defer close(done)

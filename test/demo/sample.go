@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -12,7 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
 // row is one line of the table, the CSV and the chart.
@@ -37,9 +36,11 @@ type podValues struct {
 	queue, batch, kv float64
 }
 
-// sampler reads what the HPA sees and does.
+// sampler reads what the HPA sees and does: the pods' values with the
+// HPA's typed custom metrics client.
 type sampler struct {
 	client   kubernetes.Interface
+	metrics  *framework.MetricsClient
 	selector labels.Selector
 }
 
@@ -64,7 +65,7 @@ func (s *sampler) sample(ctx context.Context, r *row) {
 	}
 	byPod := map[string]*podValues{}
 	for _, metric := range []string{queueMetric, batchMetric, kvMetric} {
-		vals, err := s.podMetric(ctx, metric)
+		vals, err := s.metrics.PodValues(ctx, namespace, metric, s.selector)
 		if err != nil {
 			r.sampleErrs = append(r.sampleErrs, metric+": "+err.Error())
 			continue
@@ -89,24 +90,6 @@ func (s *sampler) sample(ctx context.Context, r *row) {
 		r.pods = append(r.pods, *pv)
 	}
 	sort.Slice(r.pods, func(i, j int) bool { return r.pods[i].name < r.pods[j].name })
-}
-
-// podMetric GETs one metric for the Deployment's pods, as the HPA does.
-func (s *sampler) podMetric(ctx context.Context, metric string) (map[string]float64, error) {
-	path := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", namespace, metric)
-	body, err := s.client.CoreV1().RESTClient().Get().AbsPath(path).Param("labelSelector", s.selector.String()).DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s?labelSelector=%s: %w", path, url.QueryEscape(s.selector.String()), err)
-	}
-	var list cmv1beta2.MetricValueList
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", path, err)
-	}
-	out := make(map[string]float64, len(list.Items))
-	for _, it := range list.Items {
-		out[it.DescribedObject.Name] = it.Value.AsApproximateFloat64()
-	}
-	return out, nil
 }
 
 // stats are the mean and max over the pods that reported v.

@@ -8,8 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
@@ -138,37 +136,15 @@ func deployment(args []string) *appsv1.Deployment {
 	return d
 }
 
-// hpa scales the Deployment on its pods' average queue: up at once (at most
-// 4 pods per 5 s), down after downWindow seconds of lower recommendations,
-// at most 2 pods per 10 s.
+// hpa scales the Deployment on its pods' average queue with the quick
+// behavior of the e2e tests (up at once, at most 4 pods per 5 s), down
+// after downWindow seconds of lower recommendations, at most 2 pods per
+// 10 s.
 func hpa(downWindow int32) *autoscalingv2.HorizontalPodAutoscaler {
-	minR := int32(minReplicas)
-	target := resource.MustParse(strconv.Itoa(queueTarget))
-	return &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
-			MinReplicas:    &minR,
-			MaxReplicas:    maxReplicas,
-			Metrics: []autoscalingv2.MetricSpec{{
-				Type: autoscalingv2.PodsMetricSourceType,
-				Pods: &autoscalingv2.PodsMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{Name: queueMetric},
-					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
-				},
-			}},
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleUp: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: new(int32(0)),
-					Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 5}},
-				},
-				ScaleDown: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: &downWindow,
-					Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 10}},
-				},
-			},
-		},
-	}
+	h := framework.HPA(name, minReplicas, maxReplicas, framework.PodsMetric(queueMetric, strconv.Itoa(queueTarget)),
+		framework.QuickBehavior(downWindow, autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 10}))
+	h.Namespace = namespace
+	return h
 }
 
 // describe is the scenario in a few lines, printed before the table.
