@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 )
 
 // selectorPath is the N-pod question the HPA asks.
@@ -23,21 +22,20 @@ func selectorPath() string {
 	return fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", namespace, metric)
 }
 
-// ask GETs the N-pod answer through the aggregator.
+// ask GETs the N-pod answer through the aggregator and does not decode
+// it: the latency runs time the aggregator and the adapter, not the
+// client's decoding of a 1,000-item list on the same cores.
 func (e *env) ask(ctx context.Context) ([]byte, error) {
 	return e.client.CoreV1().RESTClient().Get().AbsPath(selectorPath()).
 		Param("labelSelector", "app="+appLabel).DoRaw(ctx)
 }
 
-// values returns the answer's value per pod index.
+// values reads the N-pod answer with the HPA's typed client and returns
+// its value per pod index.
 func (e *env) values(ctx context.Context) (map[int]int64, error) {
-	body, err := e.ask(ctx)
+	list, err := e.metrics.Pods(ctx, namespace, metric, labels.SelectorFromSet(labels.Set{"app": appLabel}), nil)
 	if err != nil {
 		return nil, err
-	}
-	var list cmv1beta2.MetricValueList
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("decode answer: %w", err)
 	}
 	out := make(map[int]int64, len(list.Items))
 	for _, it := range list.Items {

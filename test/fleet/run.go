@@ -43,6 +43,8 @@ type env struct {
 	// client talks to the API server without client-go's rate limiter, so
 	// that the latency measured is the aggregator's and the adapter's.
 	client kubernetes.Interface
+	// metrics reads the answers' values with the HPA's typed client.
+	metrics *framework.MetricsClient
 }
 
 // run sets everything up, measures, prints the table and tears down.
@@ -106,6 +108,9 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 	cfg.QPS, cfg.Burst = 1e6, 1e6
 	if e.client, err = kubernetes.NewForConfig(&cfg); err != nil {
 		return fmt.Errorf("client: %w", err)
+	}
+	if e.metrics, err = framework.NewMetricsClient(&cfg); err != nil {
+		return err
 	}
 	say("starting %d fake-fleet process(es) serving %d pods on 127.2.x.y:%d", o.procs, o.pods, pagePort)
 	if err := e.startFleet(ctx, o, filepath.Join(root, "pkg", "parse", "testdata", "vllm-v1.prom")); err != nil {

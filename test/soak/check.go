@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -135,20 +136,17 @@ func (tl *timeline) waitFor(ctx context.Context, t time.Time, limit time.Duratio
 
 func isHealthy(a answer) bool { return a.healthy }
 
-// questionPath is the question the HPA asks about the soak's pods.
+// questionPath is the question the HPA asks about the soak's pods, as a
+// replica is asked directly.
 func questionPath() string {
 	return fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", namespace, metric)
 }
 
-// ask GETs every soak pod's queue size through the aggregator, as the HPA
-// controller does.
+// ask reads every soak pod's queue size through the aggregator, as the HPA
+// controller does: with its typed client (each answer bounded by the
+// client's 5 s timeout).
 func (e *env) ask(ctx context.Context) (map[string]float64, error) {
-	body, err := e.client.CoreV1().RESTClient().Get().AbsPath(questionPath()).
-		Param("labelSelector", soakLabel+"=1").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return decodeAnswer(body)
+	return e.metrics.PodValues(ctx, namespace, metric, labels.SelectorFromSet(labels.Set{soakLabel: "1"}))
 }
 
 // askReplica asks replica i the same question directly, as the aggregator

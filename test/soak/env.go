@@ -58,6 +58,8 @@ type env struct {
 	adapters *framework.AdapterReplicas
 	pods     *podServer
 	client   kubernetes.Interface
+	// metrics asks what the HPA asks, with the HPA's typed client.
+	metrics *framework.MetricsClient
 }
 
 // setup builds the adapter, starts the control plane, the pod server and
@@ -84,6 +86,9 @@ func (e *env) setup(ctx context.Context, binDir string, say func(string, ...any)
 	cfg.Timeout = 5 * time.Second
 	if e.client, err = kubernetes.NewForConfig(&cfg); err != nil {
 		return fmt.Errorf("client: %w", err)
+	}
+	if e.metrics, err = framework.NewMetricsClient(&cfg); err != nil {
+		return err
 	}
 	if e.pods, err = newPodServer(); err != nil {
 		return err
