@@ -9,7 +9,6 @@
 package helm
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/base64"
@@ -17,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,44 +24,42 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current chart")
 
+// The chart, release, namespace and Kubernetes version are those the e2e
+// chart tests use (test/e2e/framework/helm.go).
 const (
-	binEnv      = "IMA_E2E_BIN"
-	chartDir    = "../../deploy/helm/inference-metrics-adapter"
-	release     = "inference-metrics-adapter"
-	namespace   = "inference-metrics-adapter"
-	kubeVersion = "1.37.2"
+	chartDir    = "../../" + framework.ChartPath
+	release     = framework.HelmRelease
+	namespace   = framework.ChartNamespace
+	kubeVersion = framework.KubeVersion
 	agentName   = "inference-metrics-adapter-gpu-agent"
 )
 
 // helmBinary returns the helm executable or skips t.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv(binEnv)
+	dir := os.Getenv(framework.BinEnv)
 	if dir == "" {
-		t.Skipf("chart tests need helm: set %s to the directory with helm (run `make e2e`, or `%s=$(test/tools/build.sh | tail -n1) go test ./test/helm/`)", binEnv, binEnv)
+		t.Skipf("chart tests need helm: set %s to the directory with helm (run `make e2e`, or `%s=$(test/tools/build.sh | tail -n1) go test ./test/helm/`)", framework.BinEnv, framework.BinEnv)
 	}
-	h := filepath.Join(dir, "helm")
-	if _, err := os.Stat(h); err != nil {
-		t.Fatalf("%s=%s has no helm: %v", binEnv, dir, err)
+	h, err := framework.HelmBinary(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return h
 }
 
+// runHelm runs helm with args, at most a minute.
 func runHelm(t *testing.T, helm string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, helm, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String(), nil
+	return framework.RunHelm(ctx, helm, nil, args...)
 }
 
 // ciValues lists the chart's ci/*-values.yaml files by name (without the suffix).
@@ -84,7 +80,7 @@ func render(t *testing.T, helm, ci string, extra ...string) (string, error) {
 	t.Helper()
 	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion}
 	if ci != "" {
-		args = append(args, "-f", filepath.Join(chartDir, "ci", ci+"-values.yaml"))
+		args = append(args, "-f", framework.ChartCIValues(chartDir, ci))
 	}
 	return runHelm(t, helm, append(args, extra...)...)
 }
@@ -106,7 +102,7 @@ func TestLint(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			args := []string{"lint", chartDir, "--strict", "--kube-version", kubeVersion, "--namespace", namespace}
 			if ci != "" {
-				args = append(args, "-f", filepath.Join(chartDir, "ci", ci+"-values.yaml"))
+				args = append(args, "-f", framework.ChartCIValues(chartDir, ci))
 			}
 			if out, err := runHelm(t, helm, args...); err != nil {
 				t.Fatal(err)
