@@ -5,9 +5,12 @@
 // answers 404 with the reason when there is no value: it never answers 0
 // for what was not measured. Deployments and statefulsets also serve
 // inference_demand_per_replica, their demand over their Ready plus starting
-// replicas (coldstart.go). Services serve inference_front_door_pending_requests,
-// the requests held by the Ready pods of their namespace annotated as their
-// front door (frontdoor.go).
+// replicas (coldstart.go). Pods, deployments and statefulsets also serve
+// inference_lora_adapter_running and _waiting for the LoRA adapters a
+// lora_name metric selector picks: per pod 1 or 0, per workload the number
+// of its pods where a picked adapter runs or waits (lora.go). Services
+// serve inference_front_door_pending_requests, the requests held by the
+// Ready pods of their namespace annotated as their front door (frontdoor.go).
 //
 // A question with a label selector in a namespace (what the HPA asks), or
 // about one object by name, becomes bounded demand (package targets). A
@@ -158,6 +161,11 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.DemandPerReplica})
 	}
+	for _, gr := range []schema.GroupResource{podsGR, deploymentsGR, statefulsetsGR} {
+		for _, m := range catalog.LoRAAdapterMetrics() {
+			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: m})
+		}
+	}
 	return out
 }
 
@@ -169,6 +177,9 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if info.Metric == catalog.DemandPerReplica {
 		return p.demandPerReplicaByName(ctx, name, info, metricSelector) // coldstart.go
 	}
+	if isLoRAAdapterMetric(info.Metric) {
+		return p.loraAdapterByName(ctx, name, info, metricSelector) // lora.go
+	}
 	sig, k, err := resolve(info)
 	if err != nil {
 		return nil, err
@@ -177,40 +188,45 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
 	}
 	match := modelMatcher(metricSelector)
-	switch k {
-	case kindPod:
-		pod, err := p.list.Pods.Pods(name.Namespace).Get(name.Name)
-		if err != nil {
-			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %v", name.Namespace, name.Name, err))
-		}
-		if newer, ok := p.shadowed(pod); ok {
-			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, shadowedMessage(newer)))
-		}
-		// The pod alone is wanted: neither its siblings nor, for a pod
-		// without labels, its whole namespace.
-		if p.demand != nil {
-			p.demand.WantPod(ctx, pod)
-		}
-		s := p.podSample(pod, sig, match, p.clock.Now())
-		if s.Status != store.OK {
-			return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, describe(s)))
-		}
-		v, err := p.value(ctx, info, sig, ref(k, name), s.Value, s.Time, metricSelector)
-		if err != nil {
-			return nil, err
-		}
-		return &v, nil
-	default:
-		sel, err := p.objectSelector(k, name)
-		if err != nil {
-			return nil, notFound(info, err.Error())
-		}
-		v, err := p.objectValue(ctx, k, name, sel, sig, match, info, metricSelector, true)
-		if err != nil {
-			return nil, err
-		}
-		return v, nil
+	if k == kindPod {
+		return p.podByName(ctx, name, info, metricSelector, sig, func(pod *corev1.Pod, now time.Time) store.Sample {
+			return p.podSample(pod, sig, match, now)
+		})
 	}
+	sel, err := p.objectSelector(k, name)
+	if err != nil {
+		return nil, notFound(info, err.Error())
+	}
+	return p.objectValue(ctx, k, name, sel, sig, p.signalOver(sig, match), info, metricSelector, true)
+}
+
+// podReader reads one pod's value of a question at now.
+type podReader func(pod *corev1.Pod, now time.Time) store.Sample
+
+// podByName answers a question about one pod by name, read by read; sig
+// gives the answer its window.
+func (p *Provider) podByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, sig catalog.Signal, read podReader) (*custom_metrics.MetricValue, error) {
+	pod, err := p.list.Pods.Pods(name.Namespace).Get(name.Name)
+	if err != nil {
+		return nil, notFound(info, fmt.Sprintf("pod %s/%s: %v", name.Namespace, name.Name, err))
+	}
+	if newer, ok := p.shadowed(pod); ok {
+		return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, shadowedMessage(newer)))
+	}
+	// The pod alone is wanted: neither its siblings nor, for a pod
+	// without labels, its whole namespace.
+	if p.demand != nil {
+		p.demand.WantPod(ctx, pod)
+	}
+	s := read(pod, p.clock.Now())
+	if s.Status != store.OK {
+		return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, describe(s)))
+	}
+	v, err := p.value(ctx, info, sig, ref(kindPod, name), s.Value, s.Time, metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 // GetMetricBySelector returns the metric for every pod (or object) matching selector in namespace.
@@ -220,6 +236,9 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	}
 	if info.Metric == catalog.DemandPerReplica {
 		return p.demandPerReplicaBySelector(ctx, namespace, selector, info, metricSelector) // coldstart.go
+	}
+	if isLoRAAdapterMetric(info.Metric) {
+		return p.loraAdapterBySelector(ctx, namespace, selector, info, metricSelector) // lora.go
 	}
 	sig, k, err := resolve(info)
 	if err != nil {
@@ -233,8 +252,16 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		if namespace == "" {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/*/%s)", info.GroupResource.String(), info.GroupResource.String(), info.Metric))
 		}
-		return p.objectsBySelector(ctx, k, namespace, selector, sig, match, info, metricSelector)
+		return p.objectsBySelector(ctx, k, namespace, selector, sig, p.signalOver(sig, match), info, metricSelector)
 	}
+	return p.podsBySelector(ctx, namespace, selector, info, metricSelector, sig, func(pod *corev1.Pod, now time.Time) store.Sample {
+		return p.podSample(pod, sig, match, now)
+	})
+}
+
+// podsBySelector answers a question about the pods matching selector in
+// namespace, each read by read; sig gives the answers their window.
+func (p *Provider) podsBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, sig catalog.Signal, read podReader) (*custom_metrics.MetricValueList, error) {
 	// Without a namespace or a selector the question is too wide to become
 	// demand: answer from the pods that already have a scrape outcome.
 	scrapedOnly := namespace == "" || selector.Empty()
@@ -262,7 +289,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 			why.addText(pod, store.Absent, shadowedMessage(newer))
 			continue
 		}
-		s := p.podSample(pod, sig, match, now)
+		s := read(pod, now)
 		if s.Status != store.OK {
 			why.add(pod, s)
 			continue
@@ -365,12 +392,13 @@ func (p *Provider) objectSelector(k kind, name types.NamespacedName) (labels.Sel
 	return sel, nil
 }
 
-// objectValue aggregates a signal over the pods an object selects, by the
-// rule of aggregatePods: every Ready pod must have a fresh value (a partial
-// sum would understate the load, so a missing Ready pod makes the whole
-// answer a 404 naming it), and a Running pod that is not Ready counts when
-// it has a fresh value. With want false the question creates no demand.
-func (p *Provider) objectValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, sig catalog.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+// objectValue aggregates a question over the pods an object selects with
+// over, by the rule of aggregatePods: every Ready pod must have a fresh
+// value (a partial sum would understate the load, so a missing Ready pod
+// makes the whole answer a 404 naming it), and a Running pod that is not
+// Ready counts when it has a fresh value; sig gives the answer its window.
+// With want false the question creates no demand.
+func (p *Provider) objectValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, sig catalog.Signal, over func(running []*corev1.Pod) aggregate, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
 	pods, err := p.list.Pods.Pods(name.Namespace).List(sel)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
@@ -379,7 +407,7 @@ func (p *Provider) objectValue(ctx context.Context, k kind, name types.Namespace
 	if want {
 		p.want(ctx, name.Namespace, sel, running)
 	}
-	agg := p.aggregatePods(running, sig, match)
+	agg := over(running)
 	if agg.why.n > 0 {
 		return nil, notFound(info, fmt.Sprintf("%s/%s: %d of %d ready pods have no value (an object's value needs every ready pod): %s", name.Namespace, name.Name, agg.why.n, agg.ready, agg.why.String()))
 	}
@@ -417,6 +445,19 @@ func (p *Provider) aggregatePods(running []*corev1.Pod, sig catalog.Signal, matc
 	if _, _, ok := sig.Quantile(); ok {
 		return p.aggregateWindows(running, sig, match) // slo.go
 	}
+	return p.aggregateReads(running, sig.Aggregation(), func(pod *corev1.Pod, now time.Time) store.Sample {
+		return p.podSample(pod, sig, match, now)
+	})
+}
+
+// signalOver is aggregatePods of sig over the models match picks, for objectValue.
+func (p *Provider) signalOver(sig catalog.Signal, match store.ModelMatcher) func(running []*corev1.Pod) aggregate {
+	return func(running []*corev1.Pod) aggregate { return p.aggregatePods(running, sig, match) }
+}
+
+// aggregateReads combines each pod's value as read combines them with agg,
+// by the rule of aggregatePods.
+func (p *Provider) aggregateReads(running []*corev1.Pod, agg catalog.Aggregation, read podReader) aggregate {
 	now := p.clock.Now()
 	var a aggregate
 	for _, pod := range running {
@@ -427,14 +468,14 @@ func (p *Provider) aggregatePods(running []*corev1.Pod, sig catalog.Signal, matc
 		if ready {
 			a.ready++
 		}
-		s := p.podSample(pod, sig, match, now)
+		s := read(pod, now)
 		if s.Status != store.OK {
 			if ready {
 				a.why.add(pod, s)
 			}
 			continue
 		}
-		a.value = catalog.Combine(sig.Aggregation(), a.value, a.counted, s.Value)
+		a.value = catalog.Combine(agg, a.value, a.counted, s.Value)
 		a.counted++
 		if a.oldest.IsZero() || s.Time.Before(a.oldest) {
 			a.oldest = s.Time
@@ -443,12 +484,13 @@ func (p *Provider) aggregatePods(running []*corev1.Pod, sig catalog.Signal, matc
 	return a
 }
 
-func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace string, selector labels.Selector, sig catalog.Signal, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+// objectsBySelector is objectValue for every workload matching selector.
+func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace string, selector labels.Selector, sig catalog.Signal, over func(running []*corev1.Pod) aggregate, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
 	// Every object of a namespace (no selector) would make nearly every pod
 	// wanted: such a question reads only what is already scraped.
 	want := !selector.Empty()
 	return p.eachWorkload(k, namespace, selector, info, func(name types.NamespacedName, sel labels.Selector) (*custom_metrics.MetricValue, error) {
-		return p.objectValue(ctx, k, name, sel, sig, match, info, metricSelector, want)
+		return p.objectValue(ctx, k, name, sel, sig, over, info, metricSelector, want)
 	})
 }
 
@@ -602,6 +644,9 @@ func servedNames() string {
 		names = append(names, s.Name())
 	}
 	names = append(names, catalog.DemandPerReplica+" (deployments and statefulsets)")
+	for _, m := range catalog.LoRAAdapterMetrics() {
+		names = append(names, m+" (with a "+catalog.LoRANameLabel+" metric selector)")
+	}
 	return strings.Join(names, ", ")
 }
 
