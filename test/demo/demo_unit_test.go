@@ -187,14 +187,16 @@ func TestCSV(t *testing.T) {
 	}
 }
 
-// TestSVG: the chart is well-formed XML with a line per series.
+// TestSVG: the chart is well-formed XML with a line per series, the title
+// is escaped, and the TTFT nobody measured (second row) is a gap, not 0.
 func TestSVG(t *testing.T) {
 	var b bytes.Buffer
 	if err := writeSVG(&b, testRows(), "demo <test>"); err != nil {
 		t.Fatal(err)
 	}
 	dec := xml.NewDecoder(&b)
-	polylines := 0
+	polylines, dots := 0, 0
+	var text strings.Builder
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
@@ -203,14 +205,25 @@ func TestSVG(t *testing.T) {
 		if err != nil {
 			t.Fatalf("not well-formed XML: %v", err)
 		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
-			polylines++
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			switch tok.Name.Local {
+			case "polyline":
+				polylines++
+			case "circle":
+				dots++
+			}
+		case xml.CharData:
+			text.Write(tok)
 		}
 	}
-	// offered, served, desired, ready, queue mean, queue max, target, TTFT
-	// (in two pieces: no TTFT in the second row).
-	if polylines != 9 {
-		t.Errorf("%d polylines, want 9", polylines)
+	// offered, served, desired, ready, queue mean, queue max, target; the
+	// TTFT is two points alone (no TTFT in the second row), drawn as dots.
+	if polylines != 7 || dots != 2 {
+		t.Errorf("%d polylines and %d dots, want 7 and 2", polylines, dots)
+	}
+	if !strings.Contains(text.String(), "demo <test>") {
+		t.Errorf("the title does not read back: %q", text.String())
 	}
 }
 

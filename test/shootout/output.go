@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/svgchart"
 )
 
 // report is everything written for one trace.
@@ -121,13 +122,12 @@ const chartBin = time.Minute
 // load (requests per minute, gray, scaled to the panel), the Ready replicas
 // (blue) and the replicas holding GPUs (light blue), and the p90 TTFT of the
 // requests sent in each minute (red, log scale, 0.1 s to 100 s, with the
-// SLO dashed).
+// SLO dashed). A minute without a successful request has no TTFT point.
 func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
-	const (
-		width, left, right = 1000.0, 60.0, 60.0
-		panelH, gap, top   = 150.0, 40.0, 50.0
-	)
-	span := reqs[len(reqs)-1].At
+	var span time.Duration
+	if len(reqs) > 0 {
+		span = reqs[len(reqs)-1].At
+	}
 	for _, run := range r.Runs {
 		if n := len(run.Samples); n > 0 {
 			span = max(span, run.Samples[n-1].T)
@@ -136,64 +136,42 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 	if span <= 0 {
 		span = time.Second
 	}
-	height := top + float64(len(r.Runs))*(panelH+gap) + 20
-	plotW := width - left - right
-	x := func(t time.Duration) float64 { return left + plotW*float64(t)/float64(span) }
 	bins := int(span/chartBin) + 1
 	load := make([]float64, bins)
 	for _, q := range reqs {
-		load[int(q.At/chartBin)]++
+		if b := int(q.At / chartBin); b >= 0 && b < bins {
+			load[b]++
+		}
 	}
 	maxLoad := 1.0
 	for _, v := range load {
 		maxLoad = max(maxLoad, v)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="20" font-size="14">shootout: %s, compression ×%g, SLO TTFT ≤ %s / TPOT ≤ %s, %s picker</text>`+"\n",
-		left, r.Trace, r.Timing.Compress, r.SLO.TTFT, r.SLO.TPOT, r.Picker)
-	fmt.Fprintf(&b, `<text x="%.0f" y="36" fill="#555">gray: requests/min (peak %.0f); blue: Ready replicas, light blue: replicas holding a GPU (left axis, 0–%d); red: TTFT p90 per minute (right axis, log 0.1–100 s), dashed: SLO</text>`+"\n",
-		left, maxLoad, r.MaxReplicas)
-	for i, run := range r.Runs {
-		y0 := top + float64(i)*(panelH+gap) + gap/2
-		yB := y0 + panelH
-		s := run.Summary
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-weight="bold">%s</text><text x="%.0f" y="%.0f" fill="#555">attainment %.1f%%, %.2f GPU-hours, %d scale events</text>`+"\n",
-			left, y0-4, run.Policy.Name, left+120, y0-4, 100*s.Attainment, s.ReplicaHours, s.ScaleEvents)
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#ccc"/>`+"\n", left, y0, plotW, panelH)
-		// Load.
-		var pts []string
-		for j, v := range load {
-			t := time.Duration(j) * chartBin
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(t), yB-panelH*v/maxLoad, x(min(t+chartBin, span)), yB-panelH*v/maxLoad))
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="#bbb" points="%s"/>`+"\n", strings.Join(pts, " "))
-		// Replicas.
-		yR := func(n int) float64 { return yB - panelH*float64(n)/float64(max(r.MaxReplicas, 1)) }
-		for _, series := range []struct {
-			color string
-			get   func(Sample) int
-		}{{"#9ecae1", func(s Sample) int { return s.Replicas }}, {"#08519c", func(s Sample) int { return s.Ready }}} {
-			pts = pts[:0]
-			for k, smp := range run.Samples {
-				last := k == len(run.Samples)-1
-				if k > 0 && series.get(smp) == series.get(run.Samples[k-1]) && !last {
-					continue // a step series: only its changes are drawn
-				}
-				if k > 0 {
-					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(smp.T), yR(series.get(run.Samples[k-1]))))
-				}
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(smp.T), yR(series.get(smp))))
-			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", series.color, strings.Join(pts, " "))
-		}
-		for n := 0; n <= r.MaxReplicas; n += max(1, r.MaxReplicas/4) {
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" fill="#08519c">%d</text>`+"\n", left-4, yR(n)+4, n)
-		}
-		// TTFT p90 per minute, log scale.
-		yT := func(sec float64) float64 {
-			v := math.Log10(min(max(sec, 0.1), 100))
-			return yB - panelH*(v+1)/3
+	maxReplicas := float64(max(r.MaxReplicas, 1))
+	// The load is drawn on the replicas' axis, its peak at the top.
+	var loadX, loadY []float64
+	for j, v := range load {
+		loadX = append(loadX, (time.Duration(j) * chartBin).Seconds())
+		loadY = append(loadY, maxReplicas*v/maxLoad)
+	}
+	loadX = append(loadX, span.Seconds())
+	loadY = append(loadY, loadY[len(loadY)-1])
+
+	c := svgchart.Chart{
+		Title: fmt.Sprintf("shootout: %s, compression ×%g, SLO TTFT ≤ %s / TPOT ≤ %s, %s picker",
+			r.Trace, r.Timing.Compress, r.SLO.TTFT, r.SLO.TPOT, r.Picker),
+		Subtitle: fmt.Sprintf("gray: requests/min (peak %.0f); blue: Ready replicas, light blue: replicas holding a GPU (left axis, 0–%d); red: TTFT p90 per minute (right axis, log 0.1–100 s), dashed: SLO",
+			maxLoad, r.MaxReplicas),
+		Width: 1000, Left: 60, Right: 60, Top: 70, PanelHeight: 150, PanelGap: 40, Bottom: 30, FontSize: 11,
+		X: svgchart.Axis{Max: span.Seconds(), Ticks: svgchart.Every(svgchart.DurationTicks(span.Seconds(), 12), span.Seconds()),
+			Format: svgchart.FormatSeconds},
+	}
+	for _, run := range r.Runs {
+		var ts, replicas, ready []float64
+		for _, smp := range run.Samples {
+			ts = append(ts, smp.T.Seconds())
+			replicas = append(replicas, float64(smp.Replicas))
+			ready = append(ready, float64(smp.Ready))
 		}
 		byBin := map[int][]time.Duration{}
 		for _, rec := range run.Records {
@@ -201,44 +179,32 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 				byBin[int(rec.Sent/chartBin)] = append(byBin[int(rec.Sent/chartBin)], rec.TTFT)
 			}
 		}
-		keys := make([]int, 0, len(byBin))
-		for k := range byBin {
-			keys = append(keys, k)
-		}
-		sort.Ints(keys)
-		pts = pts[:0]
+		keys := slices.Sorted(maps.Keys(byBin))
+		var ttftX, ttftY []float64
 		for _, k := range keys {
-			p := percentiles(byBin[k])
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(time.Duration(k)*chartBin+chartBin/2), yT(p.P90)))
+			ttftX = append(ttftX, (time.Duration(k)*chartBin + chartBin/2).Seconds())
+			ttftY = append(ttftY, percentiles(byBin[k]).P90)
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="#cb181d" points="%s"/>`+"\n", strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#cb181d" stroke-dasharray="4 3"/>`+"\n", left, left+plotW, yT(r.SLO.TTFT.Seconds()), yT(r.SLO.TTFT.Seconds()))
-		for _, sec := range []float64{0.1, 1, 10, 100} {
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#cb181d">%gs</text>`+"\n", left+plotW+4, yT(sec)+4, sec)
-		}
+		s := run.Summary
+		c.Panels = append(c.Panels, svgchart.Panel{
+			Title: run.Policy.Name,
+			Note:  fmt.Sprintf("attainment %.1f%%, %.2f GPU-hours, %d scale events", 100*s.Attainment, s.ReplicaHours, s.ScaleEvents),
+			Y:     svgchart.Axis{Max: maxReplicas, Color: "#08519c"},
+			Y2: &svgchart.Axis{Min: 0.1, Max: 100, Log: true, Ticks: []float64{0.1, 1, 10, 100}, Color: "#cb181d",
+				Format: func(v float64) string { return svgchart.FormatNumber(v) + "s" }},
+			Series: []svgchart.Series{
+				{Color: "#bbb", Width: 1, Step: true, X: loadX, Y: loadY},
+				{Color: "#9ecae1", Width: 1.5, Step: true, X: ts, Y: replicas},
+				{Color: "#08519c", Width: 1.5, Step: true, X: ts, Y: ready},
+				{Color: "#cb181d", Width: 1, OnY2: true, X: ttftX, Y: ttftY},
+			},
+			HLines: []svgchart.Rule{{At: r.SLO.TTFT.Seconds(), Color: "#cb181d", OnY2: true}},
+		})
 	}
-	// Time axis.
-	yAxis := height - 12
-	for m := time.Duration(0); m <= span; m += axisStep(span) {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n", x(m), yAxis, shortDuration(m))
+	if err := c.Write(w); err != nil {
+		return fmt.Errorf("shootout chart for %s: %w", r.Trace, err)
 	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// axisStep is a round tick interval giving about ten ticks over span.
-func axisStep(span time.Duration) time.Duration {
-	for _, s := range []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute} {
-		if span/s <= 12 {
-			return s
-		}
-	}
-	return time.Hour
-}
-
-func shortDuration(d time.Duration) string {
-	return strconv.Itoa(int(d.Minutes())) + "m"
+	return nil
 }
 
 // readRecords reads the records of <trace>-requests.csv back, by policy.
