@@ -11,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli/clitest"
 )
 
 func TestConfig(t *testing.T) {
@@ -24,40 +27,24 @@ func TestConfig(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{\"prompt\": \"hi\"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr string
-	}{
-		{"rates", []string{"--rates", "1,2,3"}, ""},
-		{"ramp and mix", []string{"--ramp", "1:10:1", "--prompts", mix, "--price-per-gpu-hour", "2.5", "--gpus-per-replica", "8"}, ""},
-		{"no plan", nil, "exactly one of --rates and --ramp"},
-		{"both plans", []string{"--rates", "1", "--ramp", "1:2:1"}, "exactly one"},
-		{"bad slo", []string{"--rates", "1", "--slo", "ttft<=1s"}, "kind must be"},
-		{"bad mix", []string{"--rates", "1", "--prompts", bad}, "line 1: want \"max_tokens\""},
-		{"missing mix", []string{"--rates", "1", "--prompts", filepath.Join(dir, "none")}, "no such file"},
-		{"bad metric", []string{"--rates", "1", "--hpa-metric", "gpu_utilization"}, "hpa-metric must be"},
-		{"bad margin", []string{"--rates", "1", "--margin", "1"}, "margin must be in [0, 1)"},
-		{"bad replicas", []string{"--rates", "1", "--min-replicas", "3", "--max-replicas", "2"}, "min-replicas <= max-replicas"},
-		{"bad url", []string{"--rates", "1", "--url", "127.0.0.1:8000"}, "url must start with http://"},
-		{"bad gpus", []string{"--rates", "1", "--gpus-per-replica", "0"}, "gpus per replica"},
-		{"bad length", []string{"--rates", "1", "--prompt-len", "uniform:9:3"}, "length distribution"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			o := newOptions()
-			if err := o.flags().Parse(tc.args); err != nil {
-				t.Fatalf("parse: %v", err)
-			}
-			_, err := o.config()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
-			}
-		})
-	}
+	clitest.Check(t, []clitest.Case{
+		{Name: "rates", Args: []string{"--rates", "1,2,3"}},
+		{Name: "ramp and mix", Args: []string{"--ramp", "1:10:1", "--prompts", mix, "--price-per-gpu-hour", "2.5", "--gpus-per-replica", "8"}},
+		{Name: "no plan", WantErr: "exactly one of --rates and --ramp"},
+		{Name: "both plans", Args: []string{"--rates", "1", "--ramp", "1:2:1"}, WantErr: "exactly one"},
+		{Name: "bad slo", Args: []string{"--rates", "1", "--slo", "ttft<=1s"}, WantErr: "kind must be"},
+		{Name: "bad mix", Args: []string{"--rates", "1", "--prompts", bad}, WantErr: "line 1: want \"max_tokens\""},
+		{Name: "missing mix", Args: []string{"--rates", "1", "--prompts", filepath.Join(dir, "none")}, WantErr: "no such file"},
+		{Name: "bad metric", Args: []string{"--rates", "1", "--hpa-metric", "gpu_utilization"}, WantErr: "hpa-metric must be"},
+		{Name: "bad margin", Args: []string{"--rates", "1", "--margin", "1"}, WantErr: "margin must be in [0, 1)"},
+		{Name: "bad replicas", Args: []string{"--rates", "1", "--min-replicas", "3", "--max-replicas", "2"}, WantErr: "min-replicas <= max-replicas"},
+		{Name: "bad url", Args: []string{"--rates", "1", "--url", "127.0.0.1:8000"}, WantErr: "url must start with http://"},
+		{Name: "bad gpus", Args: []string{"--rates", "1", "--gpus-per-replica", "0"}, WantErr: "gpus per replica"},
+		{Name: "bad length", Args: []string{"--rates", "1", "--prompt-len", "uniform:9:3"}, WantErr: "length distribution"},
+	}, func() (*pflag.FlagSet, func() error) {
+		o := newOptions()
+		return o.flags(), func() error { _, err := o.config(); return err }
+	})
 }
 
 // TestRunUnreachableAndUnknownModel: the command fails with a clear message
@@ -93,16 +80,5 @@ func TestRunUnreachableAndUnknownModel(t *testing.T) {
 }
 
 func TestDocsListTheFlags(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/capacity.md")
-	if err != nil {
-		t.Fatalf("reading docs: %v", err)
-	}
-	_, after, ok := strings.Cut(string(doc), "<!-- capacity flags -->\n```\n")
-	if !ok {
-		t.Fatalf("docs have no capacity flags block")
-	}
-	block, _, _ := strings.Cut(after, "```")
-	if want := newOptions().flags().FlagUsages(); block != want {
-		t.Errorf("docs flag block differs from --help; want:\n%s\ngot:\n%s", want, block)
-	}
+	clitest.DocsListFlags(t, "../../docs/capacity.md", "capacity", newOptions().flags())
 }
