@@ -84,26 +84,7 @@ func TestTwoModelsAPI(t *testing.T) {
 		})
 	}
 
-	r, err := http.Get(base + "/v1/models")
-	if err != nil {
-		t.Fatalf("GET /v1/models: %v", err)
-	}
-	defer func() { _ = r.Body.Close() }()
-	var models struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&models); err != nil {
-		t.Fatalf("decode /v1/models: %v", err)
-	}
-	var ids []string
-	for _, m := range models.Data {
-		ids = append(ids, m.ID)
-	}
-	if strings.Join(ids, ",") != "alpha,beta" {
-		t.Errorf("/v1/models lists %v, want [alpha beta]", ids)
-	}
+	checkModels(t, base, "alpha", "beta")
 }
 
 // TestTwoModelsMetrics: each model has its own engine and series. Load on

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -209,6 +210,35 @@ func postJSON(t *testing.T, url, body string) (*http.Response, []byte) {
 	return resp, b
 }
 
+// checkModels fails the test unless GET /v1/models lists exactly the model
+// ids want, in that order.
+func checkModels(t *testing.T, base string, want ...string) {
+	t.Helper()
+	r, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatalf("GET /v1/models: %v", err)
+	}
+	defer func() { _ = r.Body.Close() }()
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/models: status %d", r.StatusCode)
+	}
+	var models struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&models); err != nil {
+		t.Fatalf("decode /v1/models: %v", err)
+	}
+	var ids []string
+	for _, m := range models.Data {
+		ids = append(ids, m.ID)
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("/v1/models lists %q, want %q", ids, want)
+	}
+}
+
 func fastConfig() sim.Config {
 	cfg := sim.DefaultConfig()
 	cfg.MaxModelLen = 4096
@@ -280,19 +310,7 @@ func TestNonStreamingAndModels(t *testing.T) {
 		t.Errorf("completion = %s", body)
 	}
 
-	r, err := http.Get(base + "/v1/models")
-	if err != nil {
-		t.Fatalf("GET /v1/models: %v", err)
-	}
-	defer func() { _ = r.Body.Close() }()
-	var models struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&models); err != nil || len(models.Data) != 1 || models.Data[0].ID != cfg.Model {
-		t.Errorf("models = %+v, err %v", models, err)
-	}
+	checkModels(t, base, cfg.Model)
 }
 
 // TestStreamingPlainHTTP reads a streamed completion with net/http: one
