@@ -6,6 +6,12 @@
 // and the inference-metrics-adapter registered as custom.metrics.k8s.io.
 // Every process it starts is recorded by PID, logs to a file, and is
 // stopped in teardown.
+//
+// It also holds the helpers the test programs share (test/e2e, test/helm,
+// the demo, the soak, the fleet benchmark): MetricsClient reads the
+// metrics APIs with the HPA's typed clients, GetPage and MetricFamilies
+// read /metrics pages, HPA, PodsMetric and QuickBehavior build HPAs, and
+// helm.go finds and runs the chart and helm. See docs/e2e.md.
 package framework
 
 import (
