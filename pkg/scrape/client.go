@@ -188,11 +188,14 @@ func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn
 	}
 	// The caller's end (a removed target, shutdown, ScrapeNow's deadline)
 	// interrupts a blocked write or read.
-	stop := context.AfterFunc(parent, func() { _ = c.SetDeadline(aLongTimeAgo) })
+	w.setConn(c)
+	if w.interruptFn == nil {
+		w.interruptFn = w.interrupt
+	}
+	stop := context.AfterFunc(parent, w.interruptFn)
 	defer func() {
-		if !stop() {
-			keep = false // its deadline may be reset under the next scrape
-		}
+		stop()
+		w.setConn(nil) // from here on, a late interrupt touches nothing
 	}()
 
 	if _, err := c.Write(ep.req); err != nil {
@@ -225,6 +228,22 @@ func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn
 	}
 	n, err = w.readBody(parent, deadline, &w.body, hd.contentLength, hd.gzip, maxBody)
 	return n, err == nil && reusable(), err
+}
+
+func (w *worker) setConn(c net.Conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.conn = c
+}
+
+// interrupt makes the I/O in flight on w's connection, if any, fail at
+// once with a timeout.
+func (w *worker) interrupt() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn != nil {
+		_ = w.conn.SetDeadline(aLongTimeAgo)
+	}
 }
 
 // connError classifies an error met before any byte of the response was

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
@@ -35,7 +36,21 @@ type worker struct {
 	gz     *gzip.Reader  // nil until the first gzip body
 	parser *parse.Parser // nil until the first scrape
 	agent  *agentpage.Parser
+
+	// job is the scrape the worker runs; done says it ended, when an exec
+	// goroutine ran it (see Manager.onStack).
+	job  job
+	done chan struct{}
+
+	// conn is the connection of the request in flight, which the end of
+	// the caller's context interrupts (interrupt, bound once as
+	// interruptFn, runs on the context's own goroutine).
+	mu          sync.Mutex
+	conn        net.Conn
+	interruptFn func()
 }
+
+func newWorker() *worker { return &worker{done: make(chan struct{}, 1)} }
 
 // parsePage parses w.buf as a model server's page, by the scrape's
 // deadline. On failure the error is an *Error.

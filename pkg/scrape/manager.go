@@ -50,7 +50,7 @@ type Manager struct {
 
 	// exec, while Run runs, is served by one goroutine per worker: scrapes
 	// run on those long-lived stacks (see onStack).
-	exec atomic.Pointer[chan func()]
+	exec atomic.Pointer[chan *worker]
 
 	mu      sync.Mutex
 	targets map[types.NamespacedName]Target // desired, from SetTargets
@@ -97,10 +97,10 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 	}
 	// Buffers and parsers are made on first use.
 	for range cfg.Concurrency {
-		m.workers <- &worker{}
+		m.workers <- newWorker()
 	}
 	for range cfg.FirstConcurrency {
-		m.firstWorkers <- &worker{}
+		m.firstWorkers <- newWorker()
 	}
 	return m, nil
 }
@@ -377,23 +377,43 @@ func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, e
 		w.release()
 		pool <- w
 	}()
-	var err error
-	m.onStack(func() { err = m.scrapeWith(ctx, w, t, ep, epErr, recordCanceled) })
+	w.job = job{ctx: ctx, target: t, ep: ep, epErr: epErr, recordCanceled: recordCanceled}
+	m.onStack(w)
+	err := w.job.err
+	w.job = job{}
 	return true, err
+}
+
+// job is the scrape a worker runs, handed to an exec goroutine inside the
+// worker itself so that the hand-off allocates nothing.
+type job struct {
+	ctx            context.Context
+	target         Target
+	ep             *endpoint
+	epErr          error
+	recordCanceled bool
+	err            error // the outcome
+}
+
+// run runs w's job.
+func (m *Manager) run(w *worker) {
+	j := &w.job
+	j.err = m.scrapeWith(j.ctx, w, j.target, j.ep, j.epErr, j.recordCanceled)
 }
 
 // startExec starts one goroutine per worker to run scrapes, and returns
 // the function that stops them.
 func (m *Manager) startExec() (stop func()) {
-	exec := make(chan func())
+	exec := make(chan *worker)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range m.cfg.Concurrency + m.cfg.FirstConcurrency {
 		wg.Go(func() {
 			for {
 				select {
-				case f := <-exec:
-					f()
+				case w := <-exec:
+					m.run(w)
+					w.done <- struct{}{}
 				case <-done:
 					return
 				}
@@ -408,23 +428,22 @@ func (m *Manager) startExec() (stop func()) {
 	}
 }
 
-// onStack runs f, a scrape, on one of the exec goroutines while Run runs,
-// else (or if none is free at once) on the caller's. A scrape needs tens of
-// KB of stack (HTTP client, parser). The exec goroutines keep theirs from
-// scrape to scrape; run on a pod's loop goroutine instead, there being one
-// per pod, the stack would stay grown with every loop between scrapes, and
-// be copied whenever the collector shrank it.
-func (m *Manager) onStack(f func()) {
+// onStack runs w's job, a scrape, on one of the exec goroutines while Run
+// runs, else (or if none is free at once) on the caller's. A scrape needs
+// tens of KB of stack (HTTP client, parser). The exec goroutines keep
+// theirs from scrape to scrape; run on a pod's loop goroutine instead,
+// there being one per pod, the stack would stay grown with every loop
+// between scrapes, and be copied whenever the collector shrank it.
+func (m *Manager) onStack(w *worker) {
 	if exec := m.exec.Load(); exec != nil {
-		done := make(chan struct{})
 		select {
-		case *exec <- func() { defer close(done); f() }:
-			<-done
+		case *exec <- w:
+			<-w.done
 			return
 		default:
 		}
 	}
-	f()
+	m.run(w)
 }
 
 // scrapeWith scrapes t with w and records the outcome; see scrapeOnce.
