@@ -132,3 +132,32 @@ func TestParseLoRAZeroAllocs(t *testing.T) {
 		t.Errorf("%v allocs per page, want 0", n)
 	}
 }
+
+// BenchmarkParseLoRAWorstCase parses a page of 1,000 vllm:lora_requests_info
+// lines, each newer than the last and naming 100 adapters in each list
+// (so every line is copied and the 64-name bound is hit), beside the
+// vllm-v1 fixture: compare their MB/s in one run.
+func BenchmarkParseLoRAWorstCase(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("vllm:num_requests_waiting 1\n")
+	for i := range 1000 { // distinct label sets: a repeated one is a duplicate series
+		sb.WriteString(loraInfo(names(100)+fmt.Sprintf(",r%d", i), names(100), float64(i)))
+	}
+	pages := map[string][]byte{"lora-worst-case": []byte(sb.String()), "vllm-v1.prom": readFixture(b, "vllm-v1.prom")}
+	for _, name := range []string{"lora-worst-case", "vllm-v1.prom"} {
+		page := pages[name]
+		b.Run(name, func(b *testing.B) {
+			p := NewParser()
+			if _, err := p.Parse(page); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Parse(page); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
