@@ -1,12 +1,15 @@
 package scrape
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -169,9 +172,9 @@ func chunkedServer(b *testing.B, page []byte) *httptest.Server {
 // op is one round of 1,000 scrapes through ScrapeNow, after a first round
 // that opened the connections. It reports the memory in use after the
 // rounds, and KB-per-target: the heap and stack that the targets, their
-// loops and kept connections added, measured from before SetTargets. Both
-// include the loopback servers' side of every connection (the same for both
-// clients), so they bound the Manager's own from above.
+// loops and kept connections added, measured from before SetTargets. The
+// servers run in a process of their own (pageServers), so these are the
+// Manager's own.
 //
 //	go test -run '^$' -bench BenchmarkThousandTargets -benchmem ./pkg/scrape
 func BenchmarkThousandTargets(b *testing.B) {
@@ -232,8 +235,9 @@ func (s *lockedSink) Record(pod types.NamespacedName, at time.Time, page *parse.
 // BenchmarkLoops1000 runs 1,000 targets' scrape loops at a 1 s interval,
 // as the adapter runs them (one loop per pod, the default pools), for
 // b.N intervals, through each client. It reports the process's CPU per
-// scrape (getrusage: the loopback servers' side is included) and the stack
-// and heap in use at the end, the figures that grow with the number of pods.
+// scrape (getrusage; the loopback servers run in a process of their own)
+// and the stack and heap in use at the end, the figures that grow with the
+// number of pods.
 //
 //	go test -run '^$' -bench BenchmarkLoops1000 -benchtime 10x ./pkg/scrape
 func BenchmarkLoops1000(b *testing.B) {
@@ -293,25 +297,100 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// pageServers serves the vLLM V1 fixture on n loopback listeners, each its
-// own host:port (so each target keeps its own keep-alive connection, as
-// pods do), until the benchmark ends.
-func pageServers(b *testing.B, n int) []Target {
-	b.Helper()
-	page := loadFixture(b)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
-		_, _ = w.Write(page)
-	})}
-	b.Cleanup(func() { srv.Close() })
-	targets := make([]Target, n)
-	for i := range targets {
+// serveEnv, set in the environment of this test binary, makes it a page
+// server for the benchmarks instead (see TestMain): it serves the vLLM V1
+// fixture on that many loopback listeners, prints their addresses, and
+// exits when its standard input closes.
+const serveEnv = "SCRAPE_BENCH_SERVE_PAGES"
+
+func TestMain(m *testing.M) {
+	if n := os.Getenv(serveEnv); n != "" {
+		if err := servePages(n); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// servePages is the page server's side of pageServers.
+func servePages(count string) error {
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", serveEnv, count, err)
+	}
+	page, err := os.ReadFile("testdata/vllm-v1.prom")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+			_, _ = w.Write(page)
+		}),
+		ReadHeaderTimeout: time.Minute,
+	}
+	defer srv.Close()
+	out := bufio.NewWriter(os.Stdout)
+	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		go func() { _ = srv.Serve(l) }()
-		targets[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, URL: "http://" + l.Addr().String() + "/metrics"}
+		fmt.Fprintln(out, l.Addr())
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
+	return nil
+}
+
+// pageServers serves the vLLM V1 fixture on n loopback listeners, each its
+// own host:port (so each target keeps its own keep-alive connection, as
+// pods do), until the benchmark ends. They run in a process of their own
+// (this test binary, see serveEnv), so that the benchmark's CPU and memory
+// figures are the scrape client's alone.
+func pageServers(b *testing.B, n int) []Target {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", serveEnv, n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Errorf("page server: %v", err)
+			}
+		case <-time.After(waitLimit):
+			_ = cmd.Process.Kill()
+			<-done
+			b.Errorf("page server (pid %d) did not exit within %v of its input's close", cmd.Process.Pid, waitLimit)
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	targets := make([]Target, 0, n)
+	for len(targets) < n && lines.Scan() {
+		targets = append(targets, Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", len(targets))}, URL: "http://" + lines.Text() + "/metrics"})
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout); done <- cmd.Wait() }()
+	if len(targets) < n {
+		b.Fatalf("page server gave %d addresses, want %d: %v", len(targets), n, lines.Err())
 	}
 	return targets
 }
