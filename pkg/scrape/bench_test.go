@@ -379,7 +379,9 @@ func pageServers(b *testing.B, n int) []Target {
 			}
 		case <-time.After(waitLimit):
 			_ = cmd.Process.Kill()
-			<-done
+			if err := <-done; err != nil {
+				b.Logf("page server killed: %v", err)
+			}
 			b.Errorf("page server (pid %d) did not exit within %v of its input's close", cmd.Process.Pid, waitLimit)
 		}
 	})
