@@ -2,55 +2,41 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli/clitest"
 )
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr string // empty: valid
-	}{
-		{"defaults", nil, ""},
-		{"many instances on loopback", []string{"--listen", "127.0.0.5:8000", "--time-scale", "10"}, ""},
-		{"bad listen", []string{"--listen", "127.0.0.5"}, "listen"},
-		{"zero batch", []string{"--max-num-seqs", "0"}, "max-num-seqs must be at least 1"},
-		{"budget below batch", []string{"--max-num-seqs", "64", "--max-num-batched-tokens", "32"}, "max-num-batched-tokens (32) must be at least max-num-seqs (64)"},
-		{"model longer than the KV cache", []string{"--num-gpu-blocks", "10", "--max-model-len", "1000", "--default-max-tokens", "10"}, "must fit in the KV cache"},
-		{"negative time scale", []string{"--time-scale", "-1"}, "time-scale must be a positive number"},
-		{"unknown format", []string{"--metrics-format", "triton"}, `metrics-format must be one of [vllm-v1 vllm-v0 tgi sglang], got "triton"`},
-		{"zero step", []string{"--decode-time-base", "0s"}, "decode-time-base must be positive"},
-		{"two models in sglang", []string{"--model", "a,b", "--metrics-format", "sglang"}, ""},
-		{"two models in vllm-v1", []string{"--model", "a,b"}, ""},
-		{"two models in tgi", []string{"--model", "a,b", "--metrics-format", "tgi"}, `metrics-format tgi serves one model, got 2 ("a,b"): several models need vllm-v1 or sglang`},
-		{"two models in vllm-v0", []string{"--model", "a,b", "--metrics-format", "vllm-v0"}, "metrics-format vllm-v0 serves one model"},
-		{"empty model in the list", []string{"--model", "a,,b"}, "each comma-separated name must be non-empty"},
-		{"space around a model", []string{"--model", "a, b"}, "without surrounding spaces"},
-		{"model twice", []string{"--model", "a,b,a"}, `names "a" twice`},
-		{"front door", []string{"--front-door-backend", "http://127.0.0.1:9000"}, ""},
-		{"front door without a URL", []string{"--front-door-backend", "my-model:8000"}, "want an http(s) URL"},
-		{"front door never holding", []string{"--front-door-backend", "http://127.0.0.1:9000", "--front-door-max-hold", "0s"}, "max hold must be positive"},
-		{"hold ignored without a front door", []string{"--front-door-max-hold", "0s"}, ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			o := newOptions()
-			if err := o.flags().Parse(tc.args); err != nil {
-				t.Fatalf("parse: %v", err)
-			}
-			err := o.validate()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
-			}
-		})
-	}
+	clitest.Check(t, []clitest.Case{
+		{Name: "defaults"},
+		{Name: "many instances on loopback", Args: []string{"--listen", "127.0.0.5:8000", "--time-scale", "10"}},
+		{Name: "bad listen", Args: []string{"--listen", "127.0.0.5"}, WantErr: "listen"},
+		{Name: "zero batch", Args: []string{"--max-num-seqs", "0"}, WantErr: "max-num-seqs must be at least 1"},
+		{Name: "budget below batch", Args: []string{"--max-num-seqs", "64", "--max-num-batched-tokens", "32"}, WantErr: "max-num-batched-tokens (32) must be at least max-num-seqs (64)"},
+		{Name: "model longer than the KV cache", Args: []string{"--num-gpu-blocks", "10", "--max-model-len", "1000", "--default-max-tokens", "10"}, WantErr: "must fit in the KV cache"},
+		{Name: "negative time scale", Args: []string{"--time-scale", "-1"}, WantErr: "time-scale must be a positive number"},
+		{Name: "unknown format", Args: []string{"--metrics-format", "triton"}, WantErr: `metrics-format must be one of [vllm-v1 vllm-v0 tgi sglang], got "triton"`},
+		{Name: "zero step", Args: []string{"--decode-time-base", "0s"}, WantErr: "decode-time-base must be positive"},
+		{Name: "two models in sglang", Args: []string{"--model", "a,b", "--metrics-format", "sglang"}},
+		{Name: "two models in vllm-v1", Args: []string{"--model", "a,b"}},
+		{Name: "two models in tgi", Args: []string{"--model", "a,b", "--metrics-format", "tgi"}, WantErr: `metrics-format tgi serves one model, got 2 ("a,b"): several models need vllm-v1 or sglang`},
+		{Name: "two models in vllm-v0", Args: []string{"--model", "a,b", "--metrics-format", "vllm-v0"}, WantErr: "metrics-format vllm-v0 serves one model"},
+		{Name: "empty model in the list", Args: []string{"--model", "a,,b"}, WantErr: "each comma-separated name must be non-empty"},
+		{Name: "space around a model", Args: []string{"--model", "a, b"}, WantErr: "without surrounding spaces"},
+		{Name: "model twice", Args: []string{"--model", "a,b,a"}, WantErr: `names "a" twice`},
+		{Name: "front door", Args: []string{"--front-door-backend", "http://127.0.0.1:9000"}},
+		{Name: "front door without a URL", Args: []string{"--front-door-backend", "my-model:8000"}, WantErr: "want an http(s) URL"},
+		{Name: "front door never holding", Args: []string{"--front-door-backend", "http://127.0.0.1:9000", "--front-door-max-hold", "0s"}, WantErr: "max hold must be positive"},
+		{Name: "hold ignored without a front door", Args: []string{"--front-door-max-hold", "0s"}},
+	}, func() (*pflag.FlagSet, func() error) {
+		o := newOptions()
+		return o.flags(), o.validate
+	})
 }
 
 func TestRunRejectsBadFlagsBeforeListening(t *testing.T) {
@@ -70,18 +56,7 @@ func TestRunRejectsBadFlagsBeforeListening(t *testing.T) {
 // TestDocsListTheFlags fails when docs/inference-sim.md's flag block
 // differs from --help.
 func TestDocsListTheFlags(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/inference-sim.md")
-	if err != nil {
-		t.Fatalf("reading docs: %v", err)
-	}
-	_, after, ok := strings.Cut(string(doc), "<!-- inference-sim flags -->\n```\n")
-	if !ok {
-		t.Fatalf("docs have no inference-sim flags block")
-	}
-	block, _, _ := strings.Cut(after, "```")
-	if want := newOptions().flags().FlagUsages(); block != want {
-		t.Errorf("docs flag block differs from --help; want:\n%s\ngot:\n%s", want, block)
-	}
+	clitest.DocsListFlags(t, "../../docs/inference-sim.md", "inference-sim", newOptions().flags())
 }
 
 func TestParseProfile(t *testing.T) {
