@@ -184,7 +184,7 @@ func (w *worker) get(parent context.Context, deadline time.Time, ep *endpoint, m
 // it wraps errStale when c ended before any byte of the response.
 func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn, ep *endpoint, maxBody int64) (n int, keep bool, err error) {
 	if err := c.SetDeadline(deadline); err != nil {
-		return 0, false, classify(parent, deadline, err)
+		return 0, false, classify(parent, deadline, fmt.Errorf("setting the deadline: %w", err))
 	}
 	// The caller's end (a removed target, shutdown, ScrapeNow's deadline)
 	// interrupts a blocked write or read.
@@ -192,14 +192,14 @@ func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn
 	if w.interruptFn == nil {
 		w.interruptFn = w.interrupt
 	}
-	stop := context.AfterFunc(parent, w.interruptFn)
-	defer func() {
-		stop()
-		w.setConn(nil) // from here on, a late interrupt touches nothing
-	}()
+	if parent.Done() != nil { // else it never ends
+		stop := context.AfterFunc(parent, w.interruptFn)
+		defer stop()
+	}
+	defer w.setConn(nil) // from here on, a late interrupt touches nothing
 
 	if _, err := c.Write(ep.req); err != nil {
-		return 0, false, connError(parent, deadline, err)
+		return 0, false, connError(parent, deadline, fmt.Errorf("writing request: %w", err))
 	}
 	if w.rd == nil {
 		w.rd = bufio.NewReaderSize(c, maxChunkLine)
@@ -208,7 +208,7 @@ func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn
 	}
 	defer w.rd.Reset(nil) // hold no connection between scrapes
 	if _, err := w.rd.Peek(1); err != nil {
-		return 0, false, connError(parent, deadline, err)
+		return 0, false, connError(parent, deadline, fmt.Errorf("reading response: %w", err))
 	}
 	hd, err := w.head.read(w.rd)
 	if err != nil {

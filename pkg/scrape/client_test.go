@@ -491,3 +491,106 @@ func TestNewEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestSteadyStateAllocations: a scrape on a kept connection allocates only
+// the two objects of context.AfterFunc (none with a context that cannot
+// end), whether the body has a Content-Length or is chunked.
+func TestSteadyStateAllocations(t *testing.T) {
+	page := loadFixture(t)
+	for _, tc := range []struct {
+		name string
+		resp []byte
+	}{
+		{"content-length", fmt.Appendf(nil, "%sContent-Length: %d\r\n\r\n%s", okHead, len(page), page)},
+		{"chunked", fmt.Appendf(nil, "%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n", okHead, 4096, page[:4096], len(page)-4096, page[4096:])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fixedServer(t, tc.resp)
+			ep := testEndpoint(t, "http://"+addr+"/metrics")
+			w := &worker{}
+			canceled, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for _, c := range []struct {
+				name string
+				ctx  context.Context
+				want float64
+			}{
+				{"context that can end", canceled, 2},
+				{"context that cannot end", context.Background(), 0},
+			} {
+				var err error
+				get := func() {
+					if err == nil {
+						_, err = w.get(c.ctx, time.Now().Add(waitLimit), ep, 1<<20)
+					}
+				}
+				get() // the first: dial, buffers
+				allocs := testing.AllocsPerRun(50, get)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(w.buf) != len(page) {
+					t.Fatalf("read %d bytes, want %d", len(w.buf), len(page))
+				}
+				if allocs > c.want {
+					t.Errorf("%s: %v allocations per scrape, want at most %v", c.name, allocs, c.want)
+				}
+			}
+		})
+	}
+}
+
+// fixedServer answers every request on every connection with resp,
+// allocating nothing per request, and returns its address.
+func fixedServer(t *testing.T, resp []byte) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				var buf [4096]byte
+				n := 0
+				for {
+					m, err := c.Read(buf[n:])
+					if err != nil {
+						return
+					}
+					n += m
+					// Requests carry no body: one ends at its blank line.
+					if n >= 4 && string(buf[n-4:n]) == "\r\n\r\n" {
+						n = 0
+						if _, err := c.Write(resp); err != nil {
+							return
+						}
+					} else if n == len(buf) {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
