@@ -466,7 +466,9 @@ func (m *Manager) scrapeWith(ctx context.Context, w *worker, t Target, ep *endpo
 	case t.Kind == GPUAgent && m.agentSink == nil:
 		err = &Error{ReasonParse, errors.New("gpu-agent target but no agent sink configured")}
 	default:
-		// Connect, request, body and parse share one deadline.
+		// Connect, request, body and parse share one deadline; the end of
+		// ctx interrupts the request, and an earlier deadline of ctx
+		// (ScrapeNow's caller's) also bounds the parse.
 		deadline := start.Add(m.cfg.Timeout)
 		n, err = m.get(w, ctx, deadline, ep, m.cfg.MaxBodySize)
 		switch {
@@ -474,7 +476,11 @@ func (m *Manager) scrapeWith(ctx context.Context, w *worker, t Target, ep *endpo
 		case t.Kind == GPUAgent:
 			pods, err = w.parseAgent()
 		default:
-			page, err = w.parsePage(ctx, deadline, t.Server)
+			parseBy := deadline
+			if d, ok := ctx.Deadline(); ok && d.Before(parseBy) {
+				parseBy = d
+			}
+			page, err = w.parsePage(ctx, parseBy, t.Server)
 		}
 	}
 

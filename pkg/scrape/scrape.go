@@ -5,8 +5,10 @@
 // pool of workers shared by all loops (one namespace's loops hold at most a
 // share of it, so one tenant's hanging pages cannot stall the others' scrapes),
 // a second small pool for on-demand
-// scrapes (ScrapeNow), per-request timeouts, a body-size limit, one
-// keep-alive HTTP client that never follows redirects, and gzip. Each fetched
+// scrapes (ScrapeNow), per-request timeouts, a body-size limit, an HTTP/1.1
+// client of its own that keeps one connection per target, never follows
+// redirects and runs on the scrape's worker goroutine (no goroutine per
+// connection), and gzip. Each fetched
 // page is parsed with pkg/parse, within the scrape's deadline, and handed to
 // a Sink together with the scrape's start time; a failed scrape is handed
 // over as an *Error whose Reason says why.
