@@ -207,6 +207,9 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ReasonOf returns the Reason of the *Error in err's chain, or "" if there is none.
 func ReasonOf(err error) string {
+	if err == nil {
+		return "" // without allocating e, which escapes into errors.As
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Reason
