@@ -265,11 +265,11 @@ func (m *Manager) runLoop(ctx context.Context, l *loop) {
 // loopScrape is one scrape of a loop: it waits for a slot of the target's
 // namespace, then for a loop worker.
 func (m *Manager) loopScrape(ctx context.Context, t Target, ep *endpoint, epErr error) (bool, error) {
-	release, ok := m.share.acquire(ctx, t.Pod.Namespace)
+	slots, ok := m.share.acquire(ctx, t.Pod.Namespace)
 	if !ok {
 		return false, nil
 	}
-	defer release()
+	defer m.share.release(t.Pod.Namespace, slots)
 	return m.scrapeOnce(ctx, m.workers, t, ep, epErr, false)
 }
 

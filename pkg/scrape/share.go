@@ -11,6 +11,10 @@ import (
 // namespace full of hanging pages leaves the other workers to everyone else.
 type namespaceShare struct {
 	limit int
+	// free holds *nsSlots of namespaces that had no loop holding or
+	// waiting, for reuse: a namespace whose scrapes never overlap would
+	// otherwise make its slots anew for every scrape.
+	free sync.Pool
 
 	mu    sync.Mutex
 	slots map[string]*nsSlots // only namespaces with loops holding or waiting
@@ -22,30 +26,35 @@ type nsSlots struct {
 }
 
 func newNamespaceShare(limit int) *namespaceShare {
-	return &namespaceShare{limit: limit, slots: map[string]*nsSlots{}}
+	s := &namespaceShare{limit: limit, slots: map[string]*nsSlots{}}
+	s.free.New = func() any { return &nsSlots{sem: make(chan struct{}, limit)} }
+	return s
 }
 
 // acquire waits for a slot of namespace ns, or for ctx to end (then ok is
-// false). release must be called once when the scrape is over.
-func (s *namespaceShare) acquire(ctx context.Context, ns string) (release func(), ok bool) {
+// false). release(ns, n) must be called once when the scrape is over.
+func (s *namespaceShare) acquire(ctx context.Context, ns string) (n *nsSlots, ok bool) {
 	s.mu.Lock()
-	n := s.slots[ns]
+	n = s.slots[ns]
 	if n == nil {
-		n = &nsSlots{sem: make(chan struct{}, s.limit)}
+		n = s.free.Get().(*nsSlots)
 		s.slots[ns] = n
 	}
 	n.users++
 	s.mu.Unlock()
 	select {
 	case n.sem <- struct{}{}:
-		return func() {
-			<-n.sem
-			s.leave(ns, n)
-		}, true
+		return n, true
 	case <-ctx.Done():
 		s.leave(ns, n)
 		return nil, false
 	}
+}
+
+// release gives back the slot of ns taken with acquire.
+func (s *namespaceShare) release(ns string, n *nsSlots) {
+	<-n.sem
+	s.leave(ns, n)
 }
 
 func (s *namespaceShare) leave(ns string, n *nsSlots) {
@@ -53,5 +62,6 @@ func (s *namespaceShare) leave(ns string, n *nsSlots) {
 	defer s.mu.Unlock()
 	if n.users--; n.users == 0 {
 		delete(s.slots, ns)
+		s.free.Put(n) // no one holds or waits: its semaphore is empty
 	}
 }
