@@ -57,6 +57,18 @@ func startFrontEnd(endpoints func() []string, pick string) (*frontEnd, error) {
 		},
 	}
 	f.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Full duplex: by default Go's HTTP/1 server consumes and closes
+		// the rest of the request body when the response starts, while the
+		// transport may still be reading that body to forward it (after
+		// copying Content-Length bytes it reads once more to check for
+		// extra bytes). When a pod answers within that window, the read
+		// fails, the transport drops the connection to the pod and the
+		// stream already under way is cut ("unexpected EOF" at the client).
+		// See golang/go#40747.
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			http.Error(w, "front end: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
 		ep, ok := f.choose()
 		if !ok {
 			http.Error(w, "front end: no Ready endpoints", http.StatusServiceUnavailable)
