@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -53,6 +54,7 @@ type config struct {
 	maxInFlight    int
 	requestTimeout time.Duration // simulated
 	render         bool
+	capacitySLO    string // the capacity probe's SLO, for the capacity policy
 }
 
 func parseFlags(args []string, getenv func(string) string) (config, error) {
@@ -61,7 +63,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs := flag.NewFlagSet("shootout", flag.ContinueOnError)
 	traces := fs.String("trace", "testdata/traces/azure-llm-2023-code.csv.gz,testdata/traces/azure-llm-2023-conv.csv.gz",
 		"Comma-separated trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), each replayed once per policy.")
-	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, fixed-peak; or all.")
+	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, fixed-peak; or all.")
 	fs.Float64Var(&cfg.compress, "compress", 15, "Time compression: every time constant (HPA sync period, behavior windows and periods, cold start, scrape and agent intervals, termination grace, the simulator's clock) runs this many times faster. 15 keeps the HPA's whole-second fields exact.")
 	fs.DurationVar(&cfg.coldStart, "cold-start", 60*time.Second, "Model-load time of a new replica before it turns Ready, in simulated time.")
 	fs.DurationVar(&cfg.duration, "duration", 0, "Replay only the first part of each trace, in simulated time (0: all of it).")
@@ -72,12 +74,19 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&cfg.maxReplicas, "max-replicas", framework.FakeGPUs, "maxReplicas of every HPA, and the size of the fixed fleet (the node has 8 GPUs).")
 	fs.StringVar(&cfg.pick, "picker", pickLeastLoaded, "How the front end picks a Ready pod: least-loaded (fewest requests in flight, as an inference gateway) or round-robin (as a Service).")
 	fs.StringVar(&cfg.out, "out", "shootout-out", "Directory for the report files.")
+	fs.StringVar(&cfg.capacitySLO, "capacity-slo", "", "SLO of the capacity probe that sets the capacity policy's metric and target, in capacity's --slo form (empty: ttft:p90<=<-slo-ttft>,itl:p90<=<-slo-tpot>,errors<=0.1%).")
 	fs.BoolVar(&cfg.render, "render", false, "Run nothing: redraw each trace's SVG and print its table from the JSON and requests CSV already in -out.")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	cfg.traces = strings.Split(*traces, ",")
+	if cfg.capacitySLO == "" {
+		cfg.capacitySLO = defaultCapacitySLO(cfg.slo)
+	}
 	var errs []error
+	if _, err := capacity.ParseSLOs(cfg.capacitySLO); err != nil {
+		errs = append(errs, fmt.Errorf("-capacity-slo: %w", err))
+	}
 	if cfg.binDir == "" && !cfg.render {
 		errs = append(errs, fmt.Errorf("%s is not set: run `make shootout`", envBin))
 	}
@@ -207,6 +216,14 @@ func run(ctx context.Context, cfg config) (err error) {
 		for _, p := range pols {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if p.Name == policyCapacity {
+				var probe *probeResult
+				p, probe, err = probeCapacity(ctx, cfg, tm, t.name, t.reqs, say)
+				rep.Capacity = probe
+				if err != nil {
+					return err
+				}
 			}
 			runStart := time.Now()
 			res, err := runPolicy(ctx, e, cfg, tm, t.name, t.reqs, p, say)

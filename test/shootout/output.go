@@ -30,6 +30,9 @@ type report struct {
 	SLO         SLO         `json:"slo"`
 	Timing      timing      `json:"timing"`
 	Runs        []runResult `json:"runs"`
+	// Capacity is the capacity probe's measurement and recommendation,
+	// when the capacity policy ran.
+	Capacity *probeResult `json:"capacity,omitempty"`
 }
 
 // write writes <trace>.json (everything but the per-request records),
@@ -111,6 +114,10 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %.1f%% | %d | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %d | %d | %s |\n",
 			run.Policy.Name, 100*s.Attainment, s.Failed, s.Goodput, s.TTFT.P50, s.TTFT.P90, s.TTFT.P99,
 			1000*s.TPOT.P50, 1000*s.TPOT.P90, 1000*s.TPOT.P99, s.ReplicaHours, s.GoodPerGPUHour, s.ScaleEvents, s.MaxReplicas, burst)
+	}
+	if c := r.Capacity; c != nil && c.Recommendation != nil {
+		fmt.Fprintf(&b, "\n%s: %s at %s per pod (capacity %.3g req/s per replica). %s.\n",
+			policyCapacity, c.Recommendation.Metric, c.Recommendation.Quantity, c.Recommendation.Capacity, c.How)
 	}
 	return b.String()
 }

@@ -34,7 +34,8 @@ type policy struct {
 
 // defaultPolicies are the policies of the issue: the GPU-utilization HPA
 // at two typical targets, the queue at GKE's guidance, the batch just under
-// the maximum batch, the KV cache, and a fixed fleet of peakReplicas.
+// the maximum batch, the KV cache, the capacity probe's recommendation, and
+// a fixed fleet of peakReplicas.
 func defaultPolicies(maxNumSeqs, peakReplicas int) []policy {
 	return []policy{
 		{Name: "gpu-80", Metric: metricGPU, Target: "800m", Why: "GPU utilization 80%: the usual CPU-style target"},
@@ -42,6 +43,8 @@ func defaultPolicies(maxNumSeqs, peakReplicas int) []policy {
 		{Name: "queue-3", Metric: metricQueue, Target: "3", Why: "queue size 3 per pod: the low end of GKE's 3-5 guidance"},
 		{Name: "batch-90pct", Metric: metricBatch, Target: fmt.Sprint(int(math.Floor(0.9 * float64(maxNumSeqs)))), Why: "batch size 90% of max-num-seqs: GKE's 'just under the maximum batch'"},
 		{Name: "kv-80", Metric: metricKV, Target: "800m", Why: "KV-cache usage 80%"},
+		// Metric and target set by the capacity probe before the policy runs (probe.go).
+		{Name: policyCapacity, Why: "the metric and target the capacity probe recommends for the trace's mix and the SLO"},
 		{Name: "fixed-peak", Fixed: peakReplicas, Why: "a fixed fleet of max-replicas, sized for the trace's peak: the upper bound on cost"},
 	}
 }
