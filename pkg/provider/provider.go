@@ -645,7 +645,7 @@ func servedNames() string {
 	}
 	names = append(names, catalog.DemandPerReplica+" (deployments and statefulsets)")
 	for _, m := range catalog.LoRAAdapterMetrics() {
-		names = append(names, m+" (with a "+catalog.LoRANameLabel+" metric selector)")
+		names = append(names, m+" (custom metrics only, with a "+catalog.LoRANameLabel+" metric selector)")
 	}
 	return strings.Join(names, ", ")
 }
