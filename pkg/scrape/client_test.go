@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -593,4 +594,63 @@ func fixedServer(t *testing.T, resp []byte) string {
 		wg.Wait()
 	})
 	return l.Addr().String()
+}
+
+// TestBodyAnySplit reads bodies that arrive a byte at a time, or in
+// halves, into buffers of every size from 1 to 7 bytes: the framing does
+// not depend on where reads end, and ends exactly at the body's end.
+func TestBodyAnySplit(t *testing.T) {
+	page := "vllm:num_requests_waiting 1\nvllm:num_requests_running 2\n"
+	for _, tc := range []struct {
+		name string
+		head respHead
+		raw  string // the body on the wire
+	}{
+		{"content-length", respHead{mode: bodyLength, contentLength: int64(len(page))}, page},
+		{"chunked", respHead{mode: bodyChunked, contentLength: -1},
+			fmt.Sprintf("5\r\n%s\r\n1;x=y\r\n%s\r\n%x\r\n%s\r\n0\r\nX-T: 1\r\n\r\n", page[:5], page[5:6], len(page)-6, page[6:])},
+		{"up to the close", respHead{mode: bodyToClose, contentLength: -1}, page},
+	} {
+		for _, split := range []struct {
+			name string
+			r    func(io.Reader) io.Reader
+		}{
+			{"bytes", iotest.OneByteReader},
+			{"halves", iotest.HalfReader},
+		} {
+			for size := 1; size <= 7; size++ {
+				t.Run(fmt.Sprintf("%s/%s/%d", tc.name, split.name, size), func(t *testing.T) {
+					const next = "NEXT" // what the connection holds after the body
+					raw := tc.raw
+					if tc.head.mode != bodyToClose {
+						raw += next
+					}
+					r := bufio.NewReaderSize(split.r(strings.NewReader(raw)), 16)
+					var b body
+					b.reset(r, &tc.head)
+					var got []byte
+					buf := make([]byte, size)
+					for range len(raw) + 10 {
+						n, err := b.Read(buf)
+						got = append(got, buf[:n]...)
+						if errors.Is(err, io.EOF) {
+							break
+						}
+						if err != nil {
+							t.Fatalf("read %q then %v", got, err)
+						}
+					}
+					if string(got) != page || !b.done {
+						t.Fatalf("body %q (done %v), want %q", got, b.done, page)
+					}
+					if tc.head.mode != bodyToClose {
+						rest, _ := io.ReadAll(r)
+						if string(rest) != next {
+							t.Fatalf("after the body the connection holds %q, want %q", rest, next)
+						}
+					}
+				})
+			}
+		}
+	}
 }

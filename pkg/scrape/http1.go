@@ -354,9 +354,9 @@ func (b *body) readLength(p []byte) (int, error) {
 }
 
 // readChunked reads chunk data into p, crossing chunk boundaries while
-// the next chunk's header is already buffered (so that a read does not
-// block for what it could return at once), and reads the last chunk's
-// trailer.
+// the next chunk's header is already buffered (it waits for the
+// connection only while it has nothing to return), and reads the last
+// chunk's trailer.
 func (b *body) readChunked(p []byte) (n int, err error) {
 	for len(p) > 0 && !b.done {
 		if b.crlf {
@@ -385,15 +385,16 @@ func (b *body) readChunked(p []byte) (n int, err error) {
 		n += m
 		p = p[m:]
 		b.left -= int64(m)
-		if b.left == 0 {
-			b.crlf = true
-		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return n, err
 		}
+		if b.left > 0 {
+			return n, nil // the rest of the chunk may not have arrived: do not wait here
+		}
+		b.crlf = true
 	}
 	return n, nil
 }
