@@ -77,7 +77,7 @@ func meanLengths(mix []loadgen.Prompt) (prompt, output int) {
 // the policy on the metric and target it recommends. The replicas bounds
 // are the shootout's, as for every policy; the recommended behavior is not
 // used, so that only the metric and its target differ between policies.
-func probeCapacity(ctx context.Context, cfg config, tm timing, traceName string, reqs []loadgen.TraceRequest, say func(string, ...any)) (policy, *probeResult, error) {
+func probeCapacity(ctx context.Context, cfg config, tm timing, traceName string, reqs []loadgen.TraceRequest, say func(string, ...any)) (_ policy, _ *probeResult, err error) {
 	prof, err := sim.LookupProfile(sim.ProfileLlama3_8BA100)
 	if err != nil {
 		return policy{}, nil, err
@@ -97,7 +97,9 @@ func probeCapacity(ctx context.Context, cfg config, tm timing, traceName string,
 	go func() { served <- srv.Serve(srvCtx, ln, time.Second) }()
 	defer func() {
 		stopServer()
-		<-served
+		if serr := <-served; serr != nil {
+			err = errors.Join(err, fmt.Errorf("capacity probe: simulator: %w", serr))
+		}
 	}()
 
 	mix := probeMix(reqs)
