@@ -265,13 +265,15 @@ func TestConnectionReused(t *testing.T) {
 			m.ScrapeNow(context.Background(), []Target{target})
 			n := goodRecords(sink.get(target.Pod))
 			waitFor(t, "2 more good scrapes by the loop", func() bool { return goodRecords(sink.get(target.Pod)) >= n+2 })
+			waitFor(t, "the one kept connection open", func() bool { return srv.open() == 1 })
 			// The loop's and the on-demand scrapes may overlap: then the
-			// second takes a fresh connection and closes it after.
-			if got := srv.open(); got != 1 {
-				t.Errorf("%d connections open, want the 1 kept", got)
-			}
-			if got := srv.accepted.Load(); got > 3 {
-				t.Errorf("%d connections for %d scrapes, want 1 (up to 3 if on-demand scrapes overlapped the loop's)", got, len(sink.get(target.Pod)))
+			// second takes a fresh connection and closes it after. A scrape
+			// that failed (a timeout on a loaded machine) closed its
+			// connection, and the next one dialed.
+			recs := sink.get(target.Pod)
+			failed := len(recs) - goodRecords(recs)
+			if got, most := srv.accepted.Load(), int64(1+2+failed); got > most {
+				t.Errorf("%d connections for %d scrapes (%d failed), want at most %d: 1, one per failure, 2 for overlaps", got, len(recs), failed, most)
 			}
 			stop()
 			waitFor(t, "the kept connection closed at stop", func() bool { return srv.open() == 0 })
@@ -391,9 +393,7 @@ func TestRemovedTargetClosesConnection(t *testing.T) {
 	m.SetTargets([]Target{ta, tb})
 	stop := startManager(t, m)
 	waitFor(t, "both scraped", func() bool { return goodRecords(sink.get(ta.Pod)) > 0 && goodRecords(sink.get(tb.Pod)) > 0 })
-	if a.open() != 1 || b.open() != 1 {
-		t.Fatalf("open connections %d and %d, want 1 each", a.open(), b.open())
-	}
+	waitFor(t, "one kept connection to each", func() bool { return a.open() == 1 && b.open() == 1 })
 	m.SetTargets([]Target{tb})
 	waitFor(t, "the removed target's connection closed", func() bool { return a.open() == 0 })
 	if b.open() != 1 {
