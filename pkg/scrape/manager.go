@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +19,9 @@ import (
 // Manager runs the scrape loops of a set of targets through a pool of
 // Config.Concurrency workers, of which one namespace's loops hold at most
 // Config.NamespaceConcurrency at once, and on-demand scrapes (ScrapeNow)
-// through a pool of its own of Config.FirstConcurrency workers.
+// through a pool of its own of Config.FirstConcurrency workers. A loop is
+// not a goroutine: one scheduler (sched.go) runs every target's loop on the
+// workers' goroutines.
 type Manager struct {
 	cfg  Config
 	sink Sink
@@ -38,9 +39,6 @@ type Manager struct {
 	workers chan *worker
 	// firstWorkers is the same for on-demand scrapes.
 	firstWorkers chan *worker
-	// share caps the loop workers one namespace holds at once.
-	share *namespaceShare
-
 	// flights holds the on-demand scrape in flight of each pod, if any: at
 	// most one per pod; a second ScrapeNow of the pod waits for it.
 	flightMu sync.Mutex
@@ -48,26 +46,44 @@ type Manager struct {
 
 	lastScrape atomic.Int64 // unix nanoseconds of the latest scrape start
 
-	// exec, while Run runs, is served by one goroutine per worker: scrapes
-	// run on those long-lived stacks (see onStack).
+	// exec, while Run runs, is served by one goroutine per on-demand
+	// worker: scrapes run on those long-lived stacks (see onStack).
 	exec atomic.Pointer[chan *worker]
 
 	mu      sync.Mutex
 	targets map[types.NamespacedName]Target // desired, from SetTargets
 	loops   map[types.NamespacedName]*loop  // running, only while Run runs
 	runCtx  context.Context                 // nil unless Run is running
-	loopWG  sync.WaitGroup
+	sched   *scheduler                      // nil unless Run is running
+	loopWG  sync.WaitGroup                  // loops not yet done
 }
 
-// loop is one target's background scrape loop.
+// loop is one target's background scrape loop, run by the scheduler.
 type loop struct {
 	target Target
 	// ep is the target's request and kept connection, shared with the
 	// target's on-demand scrapes; nil when the URL is invalid (epErr).
 	ep     *endpoint
 	epErr  error
+	ctx    context.Context // ends when the loop is stopped
 	cancel context.CancelFunc
-	done   chan struct{}
+	// done is closed when the loop is stopped and no scrape of it runs.
+	done chan struct{}
+	wg   *sync.WaitGroup // Manager.loopWG, done with the loop
+
+	// Owned by the scheduler, under its lock.
+	tick  time.Time // the due time of the next scrape, or of the one running
+	index int       // in the scheduler's heap while stateDue
+	state loopState
+	// lastReason is the Reason of the latest scrape's outcome ("" for
+	// success), only used by the scrape running.
+	lastReason string
+}
+
+// finish marks the loop done.
+func (l *loop) finish() {
+	close(l.done)
+	l.wg.Done()
 }
 
 // NewManager returns a Manager that records into sink and registers its
@@ -90,7 +106,6 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 		metrics:      met,
 		workers:      make(chan *worker, cfg.Concurrency),
 		firstWorkers: make(chan *worker, cfg.FirstConcurrency),
-		share:        newNamespaceShare(cfg.namespaceConcurrency()),
 		flights:      map[types.NamespacedName]chan struct{}{},
 		targets:      map[types.NamespacedName]Target{},
 		loops:        map[types.NamespacedName]*loop{},
@@ -138,19 +153,20 @@ func (m *Manager) reconcileLocked() {
 		if t, ok := m.targets[pod]; ok && t == l.target {
 			continue
 		}
-		l.stop()
+		m.stopLoopLocked(l)
 		delete(m.loops, pod)
 	}
+	now := time.Now()
 	for pod, t := range m.targets {
 		if _, ok := m.loops[pod]; ok {
 			continue
 		}
 		ctx, cancel := context.WithCancel(m.runCtx)
-		l := &loop{target: t, cancel: cancel, done: make(chan struct{})}
+		l := &loop{target: t, ctx: ctx, cancel: cancel, done: make(chan struct{}), wg: &m.loopWG, index: -1}
 		l.ep, l.epErr = m.newEndpoint(t)
 		m.loops[pod] = l
 		m.loopWG.Add(1)
-		go m.runLoop(ctx, l)
+		m.sched.add(l, now)
 	}
 	m.metrics.targets.Set(float64(len(m.loops)))
 }
@@ -169,6 +185,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.runCtx = runCtx
 	stopExec := m.startExec()
 	defer stopExec()
+	m.sched = newScheduler(m.cfg, m.runScheduled)
+	stopSched := m.sched.start(runCtx)
 	m.reconcileLocked()
 	n := len(m.loops)
 	m.mu.Unlock()
@@ -180,13 +198,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	cancel()
 	for pod, l := range m.loops {
-		l.stop()
+		m.stopLoopLocked(l)
 		delete(m.loops, pod)
 	}
 	m.runCtx = nil
+	m.sched = nil
 	m.metrics.targets.Set(0)
 	m.mu.Unlock()
 	m.loopWG.Wait()
+	stopSched()
 	klog.InfoS("Scrape loops stopped")
 	return nil
 }
@@ -197,6 +217,15 @@ func (l *loop) stop() {
 	l.cancel()
 	if l.ep != nil {
 		l.ep.close()
+	}
+}
+
+// stopLoopLocked stops l: the scheduler forgets it, its scrape in flight,
+// if any, is interrupted, and l is done at once or when that scrape ends.
+func (m *Manager) stopLoopLocked(l *loop) {
+	l.stop()
+	if !m.sched.remove(l) {
+		l.finish()
 	}
 }
 
@@ -222,55 +251,16 @@ func (m *Manager) endpointFor(t Target) (ep *endpoint, release func(), epErr err
 	return ep, ep.close, nil
 }
 
-// runLoop scrapes l.target every Interval, after a random start delay,
-// until ctx is done.
-func (m *Manager) runLoop(ctx context.Context, l *loop) {
-	defer m.loopWG.Done()
-	defer close(l.done)
-	t := l.target
-
-	delay := time.Duration(m.cfg.Jitter * float64(m.cfg.Interval) * rand.Float64())
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
+// runScheduled is one scrape of the loop l, run by the scheduler on one of
+// its runners, which holds a slot of l's namespace.
+func (m *Manager) runScheduled(l *loop) {
+	if l.ctx.Err() != nil {
 		return
-	case <-timer.C:
 	}
-
-	ticker := time.NewTicker(m.cfg.Interval)
-	defer ticker.Stop()
-	lastReason := ""
-	for {
-		ok, err := m.loopScrape(ctx, t, l.ep, l.epErr)
-		if ok {
-			// Log changes of state only; every failure is in the metrics.
-			if reason := ReasonOf(err); reason != lastReason && reason != ReasonCanceled {
-				if err != nil {
-					klog.ErrorS(err, "Scrape failing", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL, "reason", reason)
-				} else {
-					klog.InfoS("Scrape recovered", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL)
-				}
-				lastReason = reason
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	ok, err := m.scrapeOn(l.ctx, m.workers, l.target, l.ep, l.epErr, false, false)
+	if ok {
+		l.logState(err)
 	}
-}
-
-// loopScrape is one scrape of a loop: it waits for a slot of the target's
-// namespace, then for a loop worker.
-func (m *Manager) loopScrape(ctx context.Context, t Target, ep *endpoint, epErr error) (bool, error) {
-	slots, ok := m.share.acquire(ctx, t.Pod.Namespace)
-	if !ok {
-		return false, nil
-	}
-	defer m.share.release(t.Pod.Namespace, slots)
-	return m.scrapeOnce(ctx, m.workers, t, ep, epErr, false)
 }
 
 // ScrapeNow scrapes ts once, concurrently through the on-demand pool (never
@@ -367,6 +357,12 @@ func (m *Manager) LastScrape() time.Time {
 // outcome (always when recordCanceled, else only while ctx is live). It
 // returns whether a scrape was attempted at all, and its error.
 func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, ep *endpoint, epErr error, recordCanceled bool) (bool, error) {
+	return m.scrapeOn(ctx, pool, t, ep, epErr, recordCanceled, true)
+}
+
+// scrapeOn is scrapeOnce, which runs the scrape on an exec goroutine
+// when viaExec (see onStack), else on the caller's.
+func (m *Manager) scrapeOn(ctx context.Context, pool chan *worker, t Target, ep *endpoint, epErr error, recordCanceled, viaExec bool) (bool, error) {
 	var w *worker
 	select {
 	case w = <-pool:
@@ -378,7 +374,11 @@ func (m *Manager) scrapeOnce(ctx context.Context, pool chan *worker, t Target, e
 		pool <- w
 	}()
 	w.job = job{ctx: ctx, target: t, ep: ep, epErr: epErr, recordCanceled: recordCanceled}
-	m.onStack(w)
+	if viaExec {
+		m.onStack(w)
+	} else {
+		m.run(w)
+	}
 	err := w.job.err
 	w.job = job{}
 	return true, err
@@ -398,16 +398,17 @@ type job struct {
 // run runs w's job.
 func (m *Manager) run(w *worker) {
 	j := &w.job
-	j.err = m.scrapeWith(j.ctx, w, j.target, j.ep, j.epErr, j.recordCanceled)
+	j.err = m.scrapeTarget(j.ctx, w, j.target, j.ep, j.epErr, j.recordCanceled)
 }
 
-// startExec starts one goroutine per worker to run scrapes, and returns
-// the function that stops them.
+// startExec starts one goroutine per on-demand worker to run scrapes, and
+// returns the function that stops them. (The loops' scrapes run on the
+// scheduler's runners.)
 func (m *Manager) startExec() (stop func()) {
 	exec := make(chan *worker)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range m.cfg.Concurrency + m.cfg.FirstConcurrency {
+	for range m.cfg.FirstConcurrency {
 		wg.Go(func() {
 			for {
 				select {
@@ -431,9 +432,8 @@ func (m *Manager) startExec() (stop func()) {
 // onStack runs w's job, a scrape, on one of the exec goroutines while Run
 // runs, else (or if none is free at once) on the caller's. A scrape needs
 // tens of KB of stack (HTTP client, parser). The exec goroutines keep
-// theirs from scrape to scrape; run on a pod's loop goroutine instead,
-// there being one per pod, the stack would stay grown with every loop
-// between scrapes, and be copied whenever the collector shrank it.
+// theirs from scrape to scrape; run on the caller's instead (ScrapeNow's,
+// a new one per call), the stack would grow anew for every call.
 func (m *Manager) onStack(w *worker) {
 	if exec := m.exec.Load(); exec != nil {
 		select {
@@ -446,8 +446,8 @@ func (m *Manager) onStack(w *worker) {
 	m.run(w)
 }
 
-// scrapeWith scrapes t with w and records the outcome; see scrapeOnce.
-func (m *Manager) scrapeWith(ctx context.Context, w *worker, t Target, ep *endpoint, epErr error, recordCanceled bool) error {
+// scrapeTarget scrapes t with w and records the outcome; see scrapeOnce.
+func (m *Manager) scrapeTarget(ctx context.Context, w *worker, t Target, ep *endpoint, epErr error, recordCanceled bool) error {
 	if w.parser == nil {
 		w.parser = parse.NewParserFor(m.cfg.Servers)
 	}
