@@ -145,6 +145,10 @@ type Page struct {
 	Models []Model
 	// Rejected counts the sample values refused on this page, by reason.
 	Rejected [NumRejects]uint32
+	// HistogramsSkipped says the page was parsed without its latency
+	// histograms' bucket lines (see Servers.WithHistograms): every Model's
+	// Hists is nil whatever the page held.
+	HistogramsSkipped bool
 }
 
 // Reject says why a sample value on a page was refused. A refused sample

@@ -107,8 +107,12 @@ type histAcc struct {
 // Parser allocates nothing per page; it is not safe for concurrent use.
 type Parser struct {
 	dialects []dialect // built-in, then custom servers
-	hist     bool      // histogram buckets are wanted
 	matchers []matcher // per server; [Unknown] holds every server's series
+	// quiet is matchers without the histogram bucket series, made on the
+	// first page parsed without them; wantHist (nil: always) says, before
+	// each page, which of the two to use.
+	quiet    []matcher
+	wantHist func() bool
 	limits   Limits
 	accs     []accum
 	index    []map[string]int     // per server: model name -> index in accs
@@ -162,14 +166,14 @@ func NewParser() *Parser { return NewParserFor(nil) }
 // with DefaultLimits.
 func NewParserFor(servers *Servers) *Parser { return newParser(servers, true) }
 
-// newParser is NewParserFor; without hist it skips the histogram bucket
-// lines (for the benchmark that measures what they cost).
+// newParser is NewParserFor; without hist it always skips the histogram
+// bucket lines (for the benchmark that measures what they cost).
 func newParser(servers *Servers, hist bool) *Parser {
 	ds := servers.all()
 	p := &Parser{
 		dialects: ds,
-		hist:     hist,
-		matchers: make([]matcher, len(ds)),
+		wantHist: servers.histogramSwitch(),
+		matchers: newMatchers(ds, true),
 		limits:   DefaultLimits(),
 		index:    make([]map[string]int, len(ds)),
 		last:     -1,
@@ -177,19 +181,44 @@ func newParser(servers *Servers, hist bool) *Parser {
 		counts:   make([]int, len(ds)),
 		rejected: make([][NumRejects]uint32, len(ds)),
 	}
-	detect := []Server{VLLMV1, TGI, SGLang, TRTLLMServe, TritonTRTLLM, JetStream, GIEEPP, FrontDoor}
-	for s := numBuiltin; s < len(ds); s++ {
-		detect = append(detect, Server(s))
+	if !hist {
+		p.wantHist = func() bool { return false }
 	}
-	p.matchers[Unknown] = newMatcher(ds, hist, detect...)
-	maxKeys := p.matchers[Unknown].maxKeys
-	for s := VLLMV1; int(s) < len(ds); s++ {
-		p.matchers[s] = newMatcher(ds, hist, s)
-		maxKeys = max(maxKeys, p.matchers[s].maxKeys)
+	maxKeys := 0
+	for i := range p.matchers {
+		maxKeys = max(maxKeys, p.matchers[i].maxKeys) // the bucket series' keys included: enough for quiet too
 	}
 	p.filter = make([][]byte, maxKeys)
 	p.fltBufs = make([][]byte, maxKeys)
 	return p
+}
+
+// newMatchers returns the matchers of every server of ds, indexed by
+// Server; [Unknown] holds every server's series. Without hist they leave
+// the histogram bucket series out.
+func newMatchers(ds []dialect, hist bool) []matcher {
+	ms := make([]matcher, len(ds))
+	detect := []Server{VLLMV1, TGI, SGLang, TRTLLMServe, TritonTRTLLM, JetStream, GIEEPP, FrontDoor}
+	for s := numBuiltin; s < len(ds); s++ {
+		detect = append(detect, Server(s))
+	}
+	ms[Unknown] = newMatcher(ds, hist, detect...)
+	for s := VLLMV1; int(s) < len(ds); s++ {
+		ms[s] = newMatcher(ds, hist, s)
+	}
+	return ms
+}
+
+// matcherFor returns the matcher to parse the next page with, and whether
+// it skips the histogram bucket lines.
+func (p *Parser) matcherFor(server Server) (*matcher, bool) {
+	if p.wantHist == nil || p.wantHist() {
+		return &p.matchers[server], false
+	}
+	if p.quiet == nil {
+		p.quiet = newMatchers(p.dialects, false)
+	}
+	return &p.quiet[server], true
 }
 
 // SetLimits replaces p's bounds; a field that is zero or negative takes its
@@ -236,11 +265,13 @@ func (p *Parser) ParseBy(page []byte, server Server, deadline time.Time) (*Page,
 		return nil, fmt.Errorf("parse metrics page: unknown server %d", server)
 	}
 	p.reset()
-	if err := p.scan(page, &p.matchers[server], deadline); err != nil {
+	m, skipped := p.matcherFor(server)
+	if err := p.scan(page, m, deadline); err != nil {
 		p.reset()
 		return nil, err
 	}
 	p.finish(server)
+	p.page.HistogramsSkipped = skipped
 	return &p.page, nil
 }
 
@@ -267,6 +298,7 @@ func (p *Parser) reset() {
 	clear(p.page.Models)
 	p.page.Models = p.page.Models[:0]
 	p.page.Rejected = [NumRejects]uint32{}
+	p.page.HistogramsSkipped = false
 }
 
 // clearOrDrop empties m for reuse, or drops it when it grew large (a Go map

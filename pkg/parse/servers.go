@@ -46,7 +46,8 @@ type Series struct {
 // custom ones given to NewServers. It is immutable and safe to share; nil
 // means the built-in servers only.
 type Servers struct {
-	dialects []dialect // built-ins, then custom servers in the order given
+	dialects   []dialect   // built-ins, then custom servers in the order given
+	histograms func() bool // nil: always parse the latency histograms
 }
 
 var (
@@ -151,6 +152,25 @@ func IsMetricName(s string) bool { return metricNameRE.MatchString(s) }
 func IsLabelName(s string) bool { return labelNameRE.MatchString(s) }
 
 // all returns the dialect table; nil Servers means the built-ins.
+// WithHistograms returns a copy of s (nil: the built-in servers) whose
+// Parsers parse the latency histograms' bucket lines only while wanted
+// returns true; it is called once per page, before the page is parsed, and
+// must be cheap and safe for concurrent use. A page parsed without them has
+// Page.HistogramsSkipped set and no Hists; gauges and counters are parsed
+// either way. Detection counts the lines of the series parsed, so a page is
+// told by its gauges and counters then. nil wanted means always.
+func (s *Servers) WithHistograms(wanted func() bool) *Servers {
+	return &Servers{dialects: s.all(), histograms: wanted}
+}
+
+// histogramSwitch returns s's WithHistograms function, nil for always.
+func (s *Servers) histogramSwitch() func() bool {
+	if s == nil {
+		return nil
+	}
+	return s.histograms
+}
+
 func (s *Servers) all() []dialect {
 	if s == nil {
 		return dialects[:]

@@ -74,6 +74,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	if !ok {
 		return nil, notFound(cinfo, fmt.Sprintf("unknown metric %q; served metrics: %s", info.Metric, servedNames()))
 	}
+	p.cfg.Latency.Ask(sig)
 	podSel, modelSel := splitSelector(metricSelector)
 	if podSel.Empty() {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("external metric %s needs a metric selector that picks pods (e.g. app=llm); model_name alone would sum a whole namespace", info.Metric))

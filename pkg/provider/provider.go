@@ -100,6 +100,9 @@ type Config struct {
 	Window time.Duration
 	// SLOWindow is reported as windowSeconds on the latency percentiles.
 	SLOWindow time.Duration
+	// Latency records the questions about latency percentiles, which turn
+	// on the parsing of the servers' latency histograms; nil records none.
+	Latency *LatencyDemand
 }
 
 // Provider implements the custom metrics provider interface.
@@ -184,6 +187,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return nil, err
 	}
+	p.cfg.Latency.Ask(sig)
 	if name.Namespace == "" {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
 	}
@@ -244,6 +248,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err != nil {
 		return nil, err
 	}
+	p.cfg.Latency.Ask(sig)
 	if selector == nil {
 		selector = labels.Everything()
 	}

@@ -116,7 +116,12 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 	st := store.New()
 	st.SetSLOWindow(cfg.SLOWindow)
 	reg.MustRegister(store.NewCollector(st, cfg.MaxAge, clk.Now))
-	scraper, err := scrape.NewManager(cfg.Scrape, st, reg)
+	// The latency histograms are parsed only while a latency percentile was
+	// asked for within --demand-ttl: one switch for the whole process.
+	latency := provider.NewLatencyDemand(cfg.DemandTTL, clk)
+	scrapeCfg := cfg.Scrape
+	scrapeCfg.Servers = cfg.Scrape.Servers.WithHistograms(latency.Wanted)
+	scraper, err := scrape.NewManager(scrapeCfg, st, reg)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the scraper: %w", err)
 	}
@@ -144,7 +149,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		}
 	}
 
-	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow},
+	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, Latency: latency},
 		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)

@@ -33,6 +33,10 @@ const MaxWindowModels = 8
 type sloState struct {
 	rates   []modelRates  // aligned with servingEntry.models
 	windows []modelWindow // at most MaxWindowModels
+	// skipped says the latest good page was parsed without its latency
+	// histograms (no one asked for a percentile lately): the windows were
+	// reset, and the next page with histograms starts them over.
+	skipped bool
 }
 
 // modelRates are one model's counter rates between the pod's last two good
@@ -49,7 +53,9 @@ type modelWindow struct {
 
 // latWindow is one latency histogram's window: its bucket bounds, its
 // latest counts and its snapshots, oldest first. A server restart (a count
-// going down) or a change of bounds starts it over.
+// going down), a change of bounds or a page without the histogram (one
+// parsed without histograms included) starts it over, so that a delta
+// never spans a scrape that did not see the histogram.
 type latWindow struct {
 	le      []float64 // nil: the model's page has no such histogram
 	latest  []float64 // cumulative, per bucket of le, at the latest good scrape
@@ -66,6 +72,7 @@ type anchor struct {
 // none). It runs under the store's lock, before the page replaces prev.
 func (sv *servingEntry) recordSLO(at time.Time, page *parse.Page, prev []parse.Model, prevAt time.Time, window time.Duration) {
 	st := &sv.slo
+	st.skipped = page.HistogramsSkipped
 	st.rates = slices.Grow(st.rates[:0], len(page.Models))[:len(page.Models)]
 	dt := at.Sub(prevAt).Seconds()
 	for i := range page.Models {
@@ -265,6 +272,8 @@ func (st *sloState) window(m *parse.Model, l catalog.Latency, goodAt time.Time) 
 	switch {
 	case lw == nil:
 		return Window{}, fmt.Errorf("the pod serves more than %d models; percentiles are kept for the first %d", MaxWindowModels, MaxWindowModels)
+	case lw.le == nil && st.skipped:
+		return Window{}, errHistogramsSkipped
 	case lw.le == nil:
 		return Window{}, errNoHistogram
 	}
@@ -282,7 +291,10 @@ func (st *sloState) window(m *parse.Model, l catalog.Latency, goodAt time.Time) 
 	return w, nil
 }
 
-var errNoHistogram = fmt.Errorf("page has no histogram for it")
+var (
+	errNoHistogram       = fmt.Errorf("page has no histogram for it")
+	errHistogramsSkipped = fmt.Errorf("the latency histograms are parsed only while a latency metric has been asked for lately, and the latest page was parsed without them; they are parsed again from the next scrape, and a percentile needs two such scrapes and a finished request in the window")
+)
 
 // rate returns the rate of counter c over the models match selects, summed,
 // and how many models had one.
@@ -372,7 +384,7 @@ func (s *Store) Window(pod types.NamespacedName, sig catalog.Signal, match Model
 // NoObservation says why a window of span gives no percentile of sig.
 func NoObservation(sig catalog.Signal, span time.Duration) string {
 	if span == 0 {
-		return fmt.Sprintf("no %s window yet: one good scrape so far (or since the server restarted), a window needs two", sig.Name())
+		return fmt.Sprintf("no %s window yet: one good scrape so far (or since the server restarted, or since the latency histograms are parsed again), a window needs two", sig.Name())
 	}
 	return fmt.Sprintf("no request finished in the last %s (no %s observation in the window)", span.Round(time.Second), sig.Name())
 }
