@@ -12,8 +12,10 @@ import (
 
 // scheduler runs the scrape loops of all targets on a fixed set of
 // goroutines: one dispatcher, which keeps the loops in a min-heap by next
-// due time and sleeps until the earliest, and Config.Concurrency runners,
-// which scrape the loops the dispatcher hands them. A loop is a small
+// due time and sleeps until the earliest (then starts every loop due within
+// a small slack, so one wake-up serves several), and Config.Concurrency
+// runners, which scrape the loops the dispatcher hands them; a runner that
+// finishes a scrape takes the next queued loop itself. A loop is a small
 // struct, not a goroutine: the number of goroutines does not grow with the
 // number of targets.
 //
@@ -29,9 +31,13 @@ import (
 type scheduler struct {
 	interval time.Duration
 	jitter   float64
-	share    int // most runners one namespace's loops hold at once
-	runners  int
-	run      func(l *loop) // scrapes l once, on a runner
+	// slack: a wake-up of the dispatcher also starts the loops due within
+	// slack from then, a little early, so that one wake-up serves several
+	// loops: min(interval/200, 5ms).
+	slack   time.Duration
+	share   int // most runners one namespace's loops hold at once
+	runners int
+	run     func(l *loop) // scrapes l once, on a runner
 	// jobs hands due loops to the runners; it never fills, as at most
 	// runners loops are handed over and not yet finished.
 	jobs chan *loop
@@ -70,6 +76,7 @@ func newScheduler(cfg Config, run func(l *loop)) *scheduler {
 	return &scheduler{
 		interval:   cfg.Interval,
 		jitter:     cfg.Jitter,
+		slack:      min(cfg.Interval/200, 5*time.Millisecond),
 		share:      cfg.namespaceConcurrency(),
 		runners:    cfg.Concurrency,
 		run:        run,
@@ -92,8 +99,10 @@ func (s *scheduler) start(ctx context.Context) (stop func()) {
 	for range s.runners {
 		wg.Go(func() {
 			for l := range s.jobs {
-				s.run(l)
-				s.finish(l, time.Now())
+				for l != nil { // then the queued loop finish hands back, if any
+					s.run(l)
+					l = s.finish(l, time.Now())
+				}
 			}
 		})
 	}
@@ -154,11 +163,11 @@ func (s *scheduler) dispatch(ctx context.Context) {
 	for {
 		s.mu.Lock()
 		now := time.Now()
-		for len(s.due) > 0 && !s.due[0].tick.After(now) {
+		for soon := now.Add(s.slack); len(s.due) > 0 && !s.due[0].tick.After(soon); {
 			l := heap.Pop(&s.due).(*loop)
 			s.enqueueLocked(l)
 		}
-		s.startLocked()
+		s.startLocked(false)
 		next := time.Hour
 		if len(s.due) > 0 {
 			next = s.due[0].tick.Sub(now)
@@ -202,8 +211,9 @@ func (s *scheduler) namespaceLocked(ns string) *nsQueue {
 }
 
 // startLocked hands queued loops to free runners, one per waiting namespace
-// in turn, skipping namespaces at their share.
-func (s *scheduler) startLocked() {
+// in turn, skipping namespaces at their share. With keep, the first loop
+// is returned, for the caller (a runner) to run, instead of handed over.
+func (s *scheduler) startLocked(keep bool) (mine *loop) {
 	for s.busy < s.runners && len(s.waiting) > 0 {
 		progress := false
 		kept := s.waiting[:0]
@@ -213,7 +223,11 @@ func (s *scheduler) startLocked() {
 					l.state = stateRunning
 					q.running++
 					s.busy++
-					s.jobs <- l // never blocks: at most runners are busy
+					if keep && mine == nil {
+						mine = l
+					} else {
+						s.jobs <- l // never blocks: at most runners are busy
+					}
 					progress = true
 				}
 			}
@@ -227,9 +241,10 @@ func (s *scheduler) startLocked() {
 		clear(s.waiting[len(kept):])
 		s.waiting = kept
 		if !progress {
-			return
+			return mine
 		}
 	}
+	return mine
 }
 
 // pop returns the first queued loop that is not stopped, or nil.
@@ -263,8 +278,10 @@ func (s *scheduler) releaseLocked(q *nsQueue) {
 }
 
 // finish ends l's scrape at now: l is due again at its next tick, or done
-// if it was removed meanwhile; its runner takes queued work.
-func (s *scheduler) finish(l *loop, now time.Time) {
+// if it was removed meanwhile. It returns a queued loop for l's runner to
+// run next, if any (without waking another runner for it), and hands
+// other queued loops to free runners.
+func (s *scheduler) finish(l *loop, now time.Time) (next *loop) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.namespaces[l.target.Pod.Namespace]
@@ -285,7 +302,7 @@ func (s *scheduler) finish(l *loop, now time.Time) {
 		}
 	}
 	s.releaseLocked(q)
-	s.startLocked()
+	return s.startLocked(true)
 }
 
 // nextTick is the tick after tick, as a time.Ticker of interval started at
