@@ -233,8 +233,8 @@ func run(ctx context.Context, cfg config) (err error) {
 			res.Summary = summarize(p.Name, t.name, cfg.slo, res.Records, res.Samples, t.bursts)
 			res.Wall = time.Since(runStart)
 			s := res.Summary
-			say("%s on %s: attainment %.1f%%, %d failed, TTFT p90 %.2fs, %.2f GPU-hours, %.0f good requests per GPU-hour, %d scale events (%s wall)",
-				p.Name, t.name, 100*s.Attainment, s.Failed, s.TTFT.P90, s.ReplicaHours, s.GoodPerGPUHour, s.ScaleEvents, res.Wall.Round(time.Second))
+			say("%s on %s: attainment %.1f%%, %d failed (%d refused), TTFT p90 %.2fs, %.2f GPU-hours, %.0f good requests per GPU-hour, %d scale events (%s wall)",
+				p.Name, t.name, 100*s.Attainment, s.Failed, s.Refused, s.TTFT.P90, s.ReplicaHours, s.GoodPerGPUHour, s.ScaleEvents, res.Wall.Round(time.Second))
 			rep.Runs = append(rep.Runs, res)
 			if err := rep.write(cfg.out, t.reqs); err != nil {
 				return err

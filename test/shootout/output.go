@@ -111,8 +111,12 @@ func (r *report) markdown() string {
 		} else if s.Bursts > 0 {
 			burst = fmt.Sprintf("none (0 of %d bursts)", s.Bursts)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f%% | %d | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %d | %d | %s |\n",
-			run.Policy.Name, 100*s.Attainment, s.Failed, s.Goodput, s.TTFT.P50, s.TTFT.P90, s.TTFT.P99,
+		failed := fmt.Sprint(s.Failed)
+		if s.Refused > 0 {
+			failed = fmt.Sprintf("%d (%d refused)", s.Failed, s.Refused)
+		}
+		fmt.Fprintf(&b, "| %s | %.1f%% | %s | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %d | %d | %s |\n",
+			run.Policy.Name, 100*s.Attainment, failed, s.Goodput, s.TTFT.P50, s.TTFT.P90, s.TTFT.P99,
 			1000*s.TPOT.P50, 1000*s.TPOT.P90, 1000*s.TPOT.P99, s.ReplicaHours, s.GoodPerGPUHour, s.ScaleEvents, s.MaxReplicas, burst)
 	}
 	if c := r.Capacity; c != nil && c.Recommendation != nil {

@@ -93,7 +93,12 @@ type Summary struct {
 	Span     time.Duration `json:"span"`
 	Requests int           `json:"requests"`
 	Failed   int           `json:"failed"`
-	Good     int           `json:"good"`
+	// Refused counts the failed requests that got no token at all: an
+	// error status or a broken connection before the stream started (a
+	// request sent to a pod that a scale-down is stopping, or with no Ready
+	// pod); the others were cut during their stream.
+	Refused int `json:"refused"`
+	Good    int `json:"good"`
 	// Attainment is Good / Requests.
 	Attainment float64 `json:"attainment"`
 	// Goodput is good requests per simulated second of the span.
@@ -128,6 +133,9 @@ func summarize(policy, trace string, slo SLO, recs []Record, samples []Sample, b
 	for _, r := range recs {
 		if r.Failed() {
 			s.Failed++
+			if r.Tokens == 0 {
+				s.Refused++
+			}
 			continue
 		}
 		ttft = append(ttft, r.TTFT)

@@ -88,8 +88,8 @@ func TestSummarize(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	if s.Requests != 4 || s.Failed != 1 || s.Good != 2 {
-		t.Errorf("requests %d failed %d good %d, want 4, 1, 2", s.Requests, s.Failed, s.Good)
+	if s.Requests != 4 || s.Failed != 1 || s.Refused != 1 || s.Good != 2 {
+		t.Errorf("requests %d failed %d (refused %d) good %d, want 4, 1 (1), 2", s.Requests, s.Failed, s.Refused, s.Good)
 	}
 	check("attainment", s.Attainment, 0.5)
 	check("span (h)", s.Span.Hours(), 2)
@@ -111,6 +111,30 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("bursts %d, unanswered %d; want 2 and 1", s.Bursts, s.BurstsUnanswered)
 	}
 	check("burst to Ready p50", s.BurstToReadyP50, 120)
+}
+
+// TestSummarizeFailures checks how failed requests are told apart: refused
+// (no token at all) or cut during the stream.
+func TestSummarizeFailures(t *testing.T) {
+	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
+	for _, tc := range []struct {
+		name                string
+		rec                 Record
+		wantFailed, refused int
+	}{
+		{name: "completed", rec: Record{OutputTokens: 3, Tokens: 3, TTFT: ms, E2E: 3 * ms}},
+		{name: "refused by a stopping pod", rec: Record{OutputTokens: 3, Err: "status 502: front end: read: connection reset by peer"}, wantFailed: 1, refused: 1},
+		{name: "no Ready pod", rec: Record{OutputTokens: 3, Err: "status 503: front end: no Ready endpoints"}, wantFailed: 1, refused: 1},
+		{name: "cut during the stream", rec: Record{OutputTokens: 3, Tokens: 2, TTFT: ms, E2E: 2 * ms, Err: "reading stream: unexpected EOF"}, wantFailed: 1},
+		{name: "short without an error", rec: Record{OutputTokens: 3, Tokens: 2, TTFT: ms, E2E: 2 * ms}, wantFailed: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := summarize("p", "tr", slo, []Record{tc.rec}, nil, nil)
+			if s.Failed != tc.wantFailed || s.Refused != tc.refused {
+				t.Errorf("failed %d, refused %d; want %d and %d", s.Failed, s.Refused, tc.wantFailed, tc.refused)
+			}
+		})
+	}
 }
 
 func TestSummarizeNothing(t *testing.T) {
@@ -228,7 +252,7 @@ func TestReportFiles(t *testing.T) {
 	if err != nil || len(back["queue-3"]) != 2 || back["queue-3"][0] != recs[0] || back["queue-3"][1] != recs[1] {
 		t.Errorf("records read back: %+v (%v), want %+v", back, err, recs)
 	}
-	if md := r.markdown(); !strings.Contains(md, "| queue-3 | 50.0% | 1 |") {
+	if md := r.markdown(); !strings.Contains(md, "| queue-3 | 50.0% | 1 (1 refused) |") {
 		t.Errorf("markdown lacks the row:\n%s", md)
 	}
 	if err := r.writeSVG(&svg, []loadgen.TraceRequest{{At: 0}, {At: time.Hour}}); err != nil || !strings.Contains(svg.String(), "queue-3") || !strings.HasSuffix(svg.String(), "</svg>\n") {
