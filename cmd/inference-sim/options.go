@@ -37,6 +37,8 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.StringVar(&o.profile, "profile", o.profile, "Calibrated model profile ("+strings.Join(sim.ProfileNames(), ", ")+"): sets the model name, the batch and KV limits and a step time measured on that GPU, in place of the linear step model; flags given explicitly still override the limits. Empty: the linear model of the flags below.")
 	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the OpenAI API and /metrics on, host:port (e.g. 127.0.0.5:8000).")
 	fs.StringVar(&c.Model, "model", c.Model, "Served model name: the API's model id and the metrics' model_name label. Several comma-separated names serve several models, each with its own engine and series (vllm-v1 and sglang only).")
+	fs.StringVar(&c.LoRAAdapters, "lora-adapters", c.LoRAAdapters, "LoRA adapters served beside the base --model (a single model), comma-separated: a request whose model is an adapter runs on the base model's engine, /v1/models lists them, and vllm-v1 pages carry vllm:lora_requests_info. Empty: none.")
+	fs.IntVar(&c.MaxLoRAs, "max-loras", c.MaxLoRAs, "vLLM's --max-loras: the most distinct LoRA adapters in the running batch; a waiting request of another adapter waits.")
 	fs.StringVar(&c.MetricsFormat, "metrics-format", c.MetricsFormat, "Shape of /metrics: one of "+strings.Join(sim.Formats, ", ")+".")
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "Maximum number of requests in the running batch.")
 	fs.IntVar(&c.MaxNumBatchedTokens, "max-num-batched-tokens", c.MaxNumBatchedTokens, "Token budget of one engine step (decode tokens plus prefill chunks).")

@@ -82,6 +82,13 @@ type Config struct {
 	// after starting: until then /health answers 503 and no request is
 	// served.
 	LoadTime time.Duration
+	// LoRAAdapters names the LoRA adapters served on the (single) base
+	// model, comma-separated; empty: none. AdapterNames splits it. A
+	// request whose model is an adapter runs on the base model's engine.
+	LoRAAdapters string
+	// MaxLoRAs is vLLM's --max-loras: the most distinct adapters in one
+	// running batch.
+	MaxLoRAs int
 }
 
 // DefaultConfig returns the defaults of the inference-sim flags: a single
@@ -102,6 +109,7 @@ func DefaultConfig() Config {
 		Seed:                1,
 		MetricsFormat:       FormatVLLMV1,
 		Engine:              "0",
+		MaxLoRAs:            1,
 	}
 }
 
@@ -109,6 +117,7 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	errs = append(errs, c.validateModels()...)
+	errs = append(errs, c.validateAdapters()...)
 	if c.MaxNumSeqs < 1 {
 		errs = append(errs, fmt.Errorf("max-num-seqs must be at least 1, got %d", c.MaxNumSeqs))
 	}
@@ -178,6 +187,46 @@ func (c Config) validateModels() []error {
 	if len(names) > 1 && !multiModel(c.MetricsFormat) && validFormat(c.MetricsFormat) {
 		errs = append(errs, fmt.Errorf("metrics-format %s serves one model, got %d (%q): several models need %s or %s",
 			c.MetricsFormat, len(names), c.Model, FormatVLLMV1, FormatSGLang))
+	}
+	return errs
+}
+
+// AdapterNames returns the LoRA adapter names, in the order of
+// LoRAAdapters; nil when there are none.
+func (c Config) AdapterNames() []string {
+	if c.LoRAAdapters == "" {
+		return nil
+	}
+	return strings.Split(c.LoRAAdapters, ",")
+}
+
+func (c Config) validateAdapters() []error {
+	var errs []error
+	if c.MaxLoRAs < 1 {
+		errs = append(errs, fmt.Errorf("max-loras must be at least 1, got %d", c.MaxLoRAs))
+	}
+	names := c.AdapterNames()
+	if len(names) == 0 {
+		return errs
+	}
+	if len(c.ModelNames()) > 1 {
+		errs = append(errs, fmt.Errorf("lora-adapters need a single base model, got %q", c.Model))
+	}
+	models := map[string]bool{}
+	for _, m := range c.ModelNames() {
+		models[m] = true
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case n == "" || strings.TrimSpace(n) != n:
+			errs = append(errs, fmt.Errorf("lora-adapters %q: each comma-separated name must be non-empty without surrounding spaces", c.LoRAAdapters))
+		case seen[n]:
+			errs = append(errs, fmt.Errorf("lora-adapters %q names %q twice", c.LoRAAdapters, n))
+		case models[n]:
+			errs = append(errs, fmt.Errorf("lora-adapters: adapter %q has the name of the base model", n))
+		}
+		seen[n] = true
 	}
 	return errs
 }

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -34,9 +36,24 @@ type Engine struct {
 	running    []*seq // scheduling order; the last is preempted first
 	usedBlocks int
 	sched      []scheduled
+	lora       loraState
 
 	busyMu sync.Mutex
 	busy   busyState
+}
+
+// loraState is the engine's view of its LoRA adapters (cfg.LoRAAdapters),
+// owned by the Run goroutine.
+type loraState struct {
+	names    []string // the adapters; a seq's adapter i+1 is names[i]
+	order    []int    // adapter numbers (1-based) in the order of their first request, as vLLM lists them
+	seen     []bool   // by adapter number
+	inBatch  []int    // adapter numbers in the running batch, for admission
+	run      []int    // per adapter number: running requests
+	wait     []int    // per adapter number: waiting requests
+	lastRun  []string // the lists last reported
+	lastWait []string
+	reported bool
 }
 
 // busyState accounts the time the engine's simulated GPU spends in steps.
@@ -101,6 +118,7 @@ type scheduled struct {
 type seq struct {
 	prompt    int
 	maxTokens int
+	adapter   int // 0: the base model; i+1: LoRA adapter i of cfg.LoRAAdapters
 
 	// Engine-owned.
 	computed    int           // tokens in the KV cache
@@ -128,6 +146,7 @@ func NewEngine(cfg Config, clock Clock, rec recorder) *Engine {
 	if rec == nil {
 		rec = nopRecorder{}
 	}
+	names := cfg.AdapterNames()
 	return &Engine{
 		cfg:     cfg,
 		clock:   clock,
@@ -135,6 +154,12 @@ func NewEngine(cfg Config, clock Clock, rec recorder) *Engine {
 		in:      make(chan *seq, 4096),
 		aborts:  make(chan *seq, 4096),
 		stopped: make(chan struct{}),
+		lora: loraState{
+			names: names,
+			seen:  make([]bool, len(names)+1),
+			run:   make([]int, len(names)+1),
+			wait:  make([]int, len(names)+1),
+		},
 	}
 }
 
@@ -148,7 +173,18 @@ type Stream struct {
 // maxTokens tokens. The caller must Cancel the stream if it stops reading
 // before the request is done (Cancel after done is a no-op).
 func (e *Engine) Submit(ctx context.Context, promptTokens, maxTokens int) (*Stream, error) {
-	s := &seq{prompt: promptTokens, maxTokens: maxTokens, notify: make(chan struct{}, 1), arrival: e.clock.Now()}
+	return e.SubmitAdapter(ctx, 0, promptTokens, maxTokens)
+}
+
+// SubmitAdapter is Submit for a request of LoRA adapter number adapter:
+// 0 is the base model, i+1 is adapter i of the configuration's
+// LoRAAdapters. It is admitted to the running batch only while fewer than
+// MaxLoRAs distinct adapters run or its adapter already does.
+func (e *Engine) SubmitAdapter(ctx context.Context, adapter, promptTokens, maxTokens int) (*Stream, error) {
+	if adapter < 0 || adapter > len(e.lora.names) {
+		return nil, fmt.Errorf("adapter number %d out of range [0, %d]", adapter, len(e.lora.names))
+	}
+	s := &seq{prompt: promptTokens, maxTokens: maxTokens, adapter: adapter, notify: make(chan struct{}, 1), arrival: e.clock.Now()}
 	select {
 	case e.in <- s:
 		return &Stream{e: e, s: s}, nil
@@ -203,6 +239,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.drain(now)
 		if len(e.running) == 0 && len(e.waiting) == 0 {
 			e.rec.state(0, 0, 0, e.cfg.NumGPUBlocks)
+			if e.lora.reported { // no line before the first step, as in vLLM
+				e.reportAdapters()
+			}
 			select {
 			case <-ctx.Done():
 				return nil
@@ -251,6 +290,10 @@ func (e *Engine) enqueue(s *seq, now time.Duration) {
 	if s.arrival > now {
 		s.arrival = now
 	}
+	if s.adapter > 0 && !e.lora.seen[s.adapter] {
+		e.lora.seen[s.adapter] = true
+		e.lora.order = append(e.lora.order, s.adapter)
+	}
 	e.waiting = append(e.waiting, s)
 }
 
@@ -288,7 +331,9 @@ func (e *Engine) free(s *seq) {
 // request is preempted (its KV freed, to be recomputed) and put back at the
 // front of the waiting queue. Waiting requests are admitted in FIFO order
 // only if nothing was preempted, while the batch, the token budget and the
-// KV cache allow. It returns the step's simulated duration.
+// KV cache allow. A waiting request of a LoRA adapter is skipped (it keeps
+// its place) while MaxLoRAs other adapters are in the batch, as vLLM's
+// scheduler does. It returns the step's simulated duration.
 func (e *Engine) schedule(now time.Duration) time.Duration {
 	e.sched = e.sched[:0]
 	budget := e.cfg.MaxNumBatchedTokens
@@ -320,14 +365,23 @@ func (e *Engine) schedule(now time.Duration) time.Duration {
 			prefill += n
 		}
 	}
-	for !preempted && len(e.waiting) > 0 && len(e.running) < e.cfg.MaxNumSeqs && budget > 0 {
-		s := e.waiting[0]
+	e.batchAdapters()
+	for i := 0; !preempted && i < len(e.waiting) && len(e.running) < e.cfg.MaxNumSeqs && budget > 0; {
+		s := e.waiting[i]
+		if !e.admitsAdapter(s.adapter) {
+			i++ // skipped: its adapter would exceed max-loras
+			continue
+		}
 		n := min(s.prompt+s.generated-s.computed, budget)
 		need := blocksFor(n, e.cfg.BlockSize)
 		if need > e.cfg.NumGPUBlocks-e.usedBlocks {
 			break // head of line waits for KV blocks
 		}
-		e.waiting = e.waiting[1:]
+		if i == 0 {
+			e.waiting = e.waiting[1:]
+		} else {
+			e.waiting = slices.Delete(e.waiting, i, i+1)
+		}
 		e.running = append(e.running, s)
 		e.usedBlocks += need
 		s.blocks = need
@@ -345,6 +399,66 @@ func (e *Engine) schedule(now time.Duration) time.Duration {
 		context += sc.s.computed + sc.n
 	}
 	return e.cfg.StepTime(len(e.sched), tokens, prefill, context)
+}
+
+// batchAdapters collects the adapters of the running batch into
+// e.lora.inBatch, before waiting requests are admitted.
+func (e *Engine) batchAdapters() {
+	e.lora.inBatch = e.lora.inBatch[:0]
+	if len(e.lora.names) == 0 {
+		return
+	}
+	for _, s := range e.running {
+		if s.adapter > 0 && !slices.Contains(e.lora.inBatch, s.adapter) {
+			e.lora.inBatch = append(e.lora.inBatch, s.adapter)
+		}
+	}
+}
+
+// admitsAdapter reports whether a request of adapter may join the running
+// batch, and if so counts its adapter in: the base model always may; an
+// adapter may when it is in the batch already or fewer than MaxLoRAs are.
+func (e *Engine) admitsAdapter(adapter int) bool {
+	if adapter == 0 || slices.Contains(e.lora.inBatch, adapter) {
+		return true
+	}
+	if len(e.lora.inBatch) >= e.cfg.MaxLoRAs {
+		return false
+	}
+	e.lora.inBatch = append(e.lora.inBatch, adapter)
+	return true
+}
+
+// reportAdapters tells the recorder which adapters have running and which
+// have waiting requests, in the order of their first request, when that
+// changed since the last report (and once after the first step).
+func (e *Engine) reportAdapters() {
+	l := &e.lora
+	if len(l.names) == 0 {
+		return
+	}
+	clear(l.run)
+	clear(l.wait)
+	for _, s := range e.running {
+		l.run[s.adapter]++
+	}
+	for _, s := range e.waiting {
+		l.wait[s.adapter]++
+	}
+	var run, wait []string
+	for _, a := range l.order {
+		if l.run[a] > 0 {
+			run = append(run, l.names[a-1])
+		}
+		if l.wait[a] > 0 {
+			wait = append(wait, l.names[a-1])
+		}
+	}
+	if l.reported && slices.Equal(run, l.lastRun) && slices.Equal(wait, l.lastWait) {
+		return
+	}
+	l.reported, l.lastRun, l.lastWait = true, run, wait
+	e.rec.adapters(run, wait)
 }
 
 // fullness is how full the planned step is: the larger of its requests
@@ -424,6 +538,7 @@ func (e *Engine) commit(t time.Duration) {
 	e.running = kept
 	e.sched = e.sched[:0]
 	e.rec.state(len(e.running), len(e.waiting), e.usedBlocks, e.cfg.NumGPUBlocks)
+	e.reportAdapters()
 }
 
 // finish marks s done at t and records its latencies. Blocks are freed by

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,6 +17,7 @@ type testRecorder struct {
 	maxBlocks   int
 	lastState   [3]int
 	prompt, gen int
+	loraReports [][2]string // running, waiting adapters, comma-separated
 }
 
 func (r *testRecorder) state(running, waiting, used, _ int) {
@@ -29,6 +31,9 @@ func (r *testRecorder) preempted()                 { r.preemptions++ }
 func (r *testRecorder) firstToken(d time.Duration) { r.ttft = append(r.ttft, d) }
 func (r *testRecorder) interToken(d time.Duration) { r.itl = append(r.itl, d) }
 func (r *testRecorder) finished(f finishedRequest) { r.done = append(r.done, f) }
+func (r *testRecorder) adapters(run, wait []string) {
+	r.loraReports = append(r.loraReports, [2]string{strings.Join(run, ","), strings.Join(wait, ",")})
+}
 
 type testArrival struct {
 	at             time.Duration

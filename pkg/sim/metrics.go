@@ -2,7 +2,9 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,10 @@ type recorder interface {
 	firstToken(ttft time.Duration)
 	interToken(itl time.Duration)
 	finished(f finishedRequest)
+	// adapters is called, with LoRA adapters configured, after the first
+	// step and whenever the adapters with running or waiting requests
+	// change; each list is in the order of the adapters' first request.
+	adapters(running, waiting []string)
 }
 
 type finishedRequest struct {
@@ -39,6 +45,7 @@ func (nopRecorder) preempted()               {}
 func (nopRecorder) firstToken(time.Duration) {}
 func (nopRecorder) interToken(time.Duration) {}
 func (nopRecorder) finished(finishedRequest) {}
+func (nopRecorder) adapters(_, _ []string)   {}
 
 var _ recorder = nopRecorder{}
 
@@ -62,6 +69,12 @@ type Metrics struct {
 	paramsMaxTokens          prometheus.Observer
 	iterationTokens          prometheus.Observer
 	blockSize                int
+
+	// vLLM V1's vllm:lora_requests_info, with LoRA adapters only.
+	loraInfo *prometheus.GaugeVec
+	maxLoRA  string
+	loraLast float64          // the latest value set, unix seconds
+	now      func() time.Time // wall clock of loraInfo's values
 }
 
 var _ recorder = (*Metrics)(nil)
@@ -71,7 +84,7 @@ var _ recorder = (*Metrics)(nil)
 // families.
 func NewMetrics(cfg Config, reg prometheus.Registerer, start time.Time) (*Metrics, error) {
 	b := &builder{reg: reg, created: float64(start.UnixNano()) / 1e9}
-	m := &Metrics{blockSize: cfg.BlockSize}
+	m := &Metrics{blockSize: cfg.BlockSize, now: time.Now}
 	switch cfg.MetricsFormat {
 	case FormatVLLMV1:
 		b.labels = prometheus.Labels{"engine": cfg.Engine, "model_name": cfg.Model}
@@ -234,6 +247,14 @@ func buildVLLMV1(b *builder, m *Metrics, cfg Config) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig", ConstLabels: info})
 	g.Set(1)
 	b.register(g)
+
+	if cfg.LoRAAdapters != "" {
+		// As in vLLM: no engine or model_name label.
+		m.loraInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:lora_requests_info", Help: "Running stats on lora requests."},
+			[]string{"max_lora", "running_lora_adapters", "waiting_lora_adapters"})
+		m.maxLoRA = strconv.Itoa(cfg.MaxLoRAs)
+		b.register(m.loraInfo)
+	}
 }
 
 func buildVLLMV0(b *builder, m *Metrics, cfg Config) {
@@ -353,4 +374,18 @@ func (m *Metrics) finished(f finishedRequest) {
 	observe(m.reqMaxGen, float64(f.maxTokens))
 	observe(m.paramsN, 1)
 	observe(m.paramsMaxTokens, float64(f.maxTokens))
+}
+
+// adapters sets the vllm:lora_requests_info line of these lists to the
+// current unix time, as vLLM's set_to_current_time does: every list pair
+// seen keeps its line, and the line with the latest value is the current
+// state. Values strictly increase, so that two changes within the clock's
+// resolution still order.
+func (m *Metrics) adapters(running, waiting []string) {
+	if m.loraInfo == nil {
+		return
+	}
+	v := max(float64(m.now().UnixNano())/1e9, math.Nextafter(m.loraLast, math.Inf(1)))
+	m.loraLast = v
+	m.loraInfo.WithLabelValues(m.maxLoRA, strings.Join(running, ","), strings.Join(waiting, ",")).Set(v)
 }

@@ -26,7 +26,8 @@ const maxBodyBytes = 8 << 20
 type Server struct {
 	cfg     Config
 	models  []*served // in the order of cfg.Model; the first answers requests without a model
-	byName  map[string]*served
+	byName  map[string]route
+	loras   []string // cfg.AdapterNames()
 	reg     *prometheus.Registry
 	created int64 // unix seconds, for response bodies
 	ids     atomic.Uint64
@@ -40,17 +41,34 @@ type served struct {
 	engine *Engine
 }
 
+// route is where a request's model goes: a served model's engine, on its
+// base weights (adapter 0) or a LoRA adapter (adapter i+1 is
+// cfg.AdapterNames()[i]).
+type route struct {
+	*served
+	adapter int
+}
+
+// routeName is the model name of r: its adapter's or its model's.
+func (s *Server) routeName(r route) string {
+	if r.adapter > 0 {
+		return s.loras[r.adapter-1]
+	}
+	return r.name
+}
+
 // NewServer builds a server for a validated cfg on clock, with its own
 // metrics registry. Each model named in cfg.Model gets its own engine and
 // its own series, labelled with its model_name (and, in vllm-v1 with
-// several models, engine "0", "1", ... in order).
+// several models, engine "0", "1", ... in order). A LoRA adapter of
+// cfg.LoRAAdapters is served by the (single) model's engine.
 func NewServer(cfg Config, clock Clock) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	now := time.Now()
-	s := &Server{cfg: cfg, byName: map[string]*served{}, reg: reg, created: now.Unix(), mux: http.NewServeMux(), clock: clock}
+	s := &Server{cfg: cfg, byName: map[string]route{}, reg: reg, created: now.Unix(), mux: http.NewServeMux(), clock: clock}
 	names := cfg.ModelNames()
 	for i, name := range names {
 		mcfg := cfg
@@ -64,7 +82,11 @@ func NewServer(cfg Config, clock Clock) (*Server, error) {
 		}
 		sv := &served{name: name, engine: NewEngine(mcfg, clock, m)}
 		s.models = append(s.models, sv)
-		s.byName[name] = sv
+		s.byName[name] = route{served: sv}
+	}
+	s.loras = cfg.AdapterNames()
+	for i, name := range s.loras {
+		s.byName[name] = route{served: s.models[0], adapter: i + 1}
 	}
 	s.mux.Handle("GET /v1/models", s.whenLoaded(http.HandlerFunc(s.listModels)))
 	s.mux.Handle("POST /v1/completions", s.whenLoaded(http.HandlerFunc(s.completions)))
@@ -202,6 +224,14 @@ func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
 			"root": m.name, "parent": nil, "max_model_len": s.cfg.MaxModelLen,
 		})
 	}
+	// vLLM lists each LoRA adapter with its base model as parent (and
+	// its path as root: here its name).
+	for _, a := range s.loras {
+		data = append(data, map[string]any{
+			"id": a, "object": "model", "created": s.created, "owned_by": "vllm",
+			"root": a, "parent": s.models[0].name, "max_model_len": nil,
+		})
+	}
 	writeJSON(w, map[string]any{"object": "list", "data": data})
 }
 
@@ -241,20 +271,20 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// validate checks the shared fields and returns the model that serves the
-// request (the first one when the request names none) and the output length.
-func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (*served, int, bool) {
-	m := s.models[0]
+// validate checks the shared fields and returns where the request goes
+// (the first model when the request names none) and the output length.
+func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (route, int, bool) {
+	m := route{served: s.models[0]}
 	if c.Model != "" {
 		var ok bool
 		if m, ok = s.byName[c.Model]; !ok {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", c.Model))
-			return nil, 0, false
+			return route{}, 0, false
 		}
 	}
 	if c.N != nil && *c.N != 1 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("n must be 1 in inference-sim, got %d.", *c.N))
-		return nil, 0, false
+		return route{}, 0, false
 	}
 	maxTokens := s.cfg.DefaultMaxTokens
 	if c.MaxCompletionTokens != nil {
@@ -265,13 +295,13 @@ func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (
 	}
 	if maxTokens < 1 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens))
-		return nil, 0, false
+		return route{}, 0, false
 	}
 	if prompt+maxTokens > s.cfg.MaxModelLen {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			s.cfg.MaxModelLen, prompt+maxTokens, prompt, maxTokens))
-		return nil, 0, false
+		return route{}, 0, false
 	}
 	return m, maxTokens, true
 }
@@ -316,11 +346,13 @@ type usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 }
 
-// generate submits the request to model m's engine and writes the answer,
-// as server-sent events (one per generated token) or as one JSON body.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *served, c *commonRequest, prompt, maxTokens int, chat bool) {
+// generate submits the request to m's engine and writes the answer, as
+// server-sent events (one per generated token) or as one JSON body. The
+// answer names the model the request named (an adapter's name for an
+// adapter), as vLLM's does.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m route, c *commonRequest, prompt, maxTokens int, chat bool) {
 	ctx := r.Context()
-	st, err := m.engine.Submit(ctx, prompt, maxTokens)
+	st, err := m.engine.SubmitAdapter(ctx, m.adapter, prompt, maxTokens)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("engine unavailable: %v", err))
 		return
@@ -329,7 +361,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *served, c *
 	id := s.ids.Add(1)
 	if c.Stream {
 		includeUsage := c.StreamOptions != nil && c.StreamOptions.IncludeUsage
-		s.stream(ctx, w, st, m.name, id, prompt, chat, includeUsage)
+		s.stream(ctx, w, st, s.routeName(m), id, prompt, chat, includeUsage)
 		return
 	}
 	gen, reason, err := waitDone(ctx, st)
@@ -344,7 +376,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *served, c *
 	u := usage{PromptTokens: prompt, CompletionTokens: gen, TotalTokens: prompt + gen}
 	if chat {
 		writeJSON(w, map[string]any{
-			"id": fmt.Sprintf("chatcmpl-%d", id), "object": "chat.completion", "created": time.Now().Unix(), "model": m.name,
+			"id": fmt.Sprintf("chatcmpl-%d", id), "object": "chat.completion", "created": time.Now().Unix(), "model": s.routeName(m),
 			"choices": []map[string]any{{
 				"index": 0, "message": map[string]any{"role": "assistant", "content": string(text)},
 				"logprobs": nil, "finish_reason": reason, "stop_reason": nil,
@@ -354,7 +386,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *served, c *
 		return
 	}
 	writeJSON(w, map[string]any{
-		"id": fmt.Sprintf("cmpl-%d", id), "object": "text_completion", "created": time.Now().Unix(), "model": m.name,
+		"id": fmt.Sprintf("cmpl-%d", id), "object": "text_completion", "created": time.Now().Unix(), "model": s.routeName(m),
 		"choices": []map[string]any{{"index": 0, "text": string(text), "logprobs": nil, "finish_reason": reason, "stop_reason": nil}},
 		"usage":   u,
 	})
