@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"sigs.k8s.io/yaml"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/monitoring"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current chart")
@@ -166,20 +166,16 @@ func get(m map[string]any, path ...string) any {
 
 func list(v any) []any { l, _ := v.([]any); return l }
 
+// decode splits a rendered chart into its objects (test/monitoring.Objects).
 func decode(t *testing.T, rendered string) []object {
 	t.Helper()
-	var objs []object
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(rendered, -1) {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		var o object
-		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
-			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
-		}
-		if o != nil {
-			objs = append(objs, o)
-		}
+	maps, err := monitoring.Objects([]byte(rendered))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rendered)
+	}
+	objs := make([]object, len(maps))
+	for i, m := range maps {
+		objs[i] = m
 	}
 	return objs
 }
