@@ -172,18 +172,8 @@ func (c Config) validateModels() []error {
 	if c.Model == "" {
 		return []error{errors.New("model must not be empty")}
 	}
-	var errs []error
 	names := c.ModelNames()
-	seen := map[string]bool{}
-	for _, n := range names {
-		switch {
-		case n == "" || strings.TrimSpace(n) != n:
-			errs = append(errs, fmt.Errorf("model %q: each comma-separated name must be non-empty without surrounding spaces", c.Model))
-		case seen[n]:
-			errs = append(errs, fmt.Errorf("model %q names %q twice", c.Model, n))
-		}
-		seen[n] = true
-	}
+	errs := checkNames("model", c.Model, names)
 	if len(names) > 1 && !multiModel(c.MetricsFormat) && validFormat(c.MetricsFormat) {
 		errs = append(errs, fmt.Errorf("metrics-format %s serves one model, got %d (%q): several models need %s or %s",
 			c.MetricsFormat, len(names), c.Model, FormatVLLMV1, FormatSGLang))
@@ -216,15 +206,26 @@ func (c Config) validateAdapters() []error {
 	for _, m := range c.ModelNames() {
 		models[m] = true
 	}
-	seen := map[string]bool{}
+	errs = append(errs, checkNames("lora-adapters", c.LoRAAdapters, names)...)
+	for _, n := range names {
+		if models[n] {
+			errs = append(errs, fmt.Errorf("lora-adapters: adapter %q has the name of the base model", n))
+		}
+	}
+	return errs
+}
+
+// checkNames checks the comma-separated names of a flag's value: each
+// non-empty, without surrounding spaces, and given once.
+func checkNames(flag, value string, names []string) []error {
+	var errs []error
+	seen := make(map[string]bool, len(names))
 	for _, n := range names {
 		switch {
 		case n == "" || strings.TrimSpace(n) != n:
-			errs = append(errs, fmt.Errorf("lora-adapters %q: each comma-separated name must be non-empty without surrounding spaces", c.LoRAAdapters))
+			errs = append(errs, fmt.Errorf("%s %q: each comma-separated name must be non-empty without surrounding spaces", flag, value))
 		case seen[n]:
-			errs = append(errs, fmt.Errorf("lora-adapters %q names %q twice", c.LoRAAdapters, n))
-		case models[n]:
-			errs = append(errs, fmt.Errorf("lora-adapters: adapter %q has the name of the base model", n))
+			errs = append(errs, fmt.Errorf("%s %q names %q twice", flag, value, n))
 		}
 		seen[n] = true
 	}
