@@ -242,116 +242,152 @@ func (s scale) frac(v float64) (f float64, ok bool) {
 }
 
 func (g geometry) panel(b *strings.Builder, p Panel, x scale, top float64) {
-	bottom := top + g.panelH
-	right := g.left + g.plotW
+	d := &panelDraw{g: g, b: b, p: p, x: x, top: top, bottom: top + g.panelH, right: g.left + g.plotW}
+	d.resolveY()
+	d.frame()
+	d.xAxis()
+	d.yAxis(d.y, g.left-6, "end", 14)
+	if p.Y2 != nil {
+		d.yAxis(d.y2, d.right+4, "start", g.width-10)
+	}
+	d.refLines()
+	d.series()
+}
+
+// panelDraw is one panel being drawn: where it is and its scales.
+type panelDraw struct {
+	g                  geometry
+	b                  *strings.Builder
+	p                  Panel
+	x, y, y2           scale
+	top, bottom, right float64
+}
+
+// resolveY fits the panel's y scales to the values drawn against them.
+func (d *panelDraw) resolveY() {
 	var leftVals, rightVals []float64
-	for _, s := range p.Series {
+	for _, s := range d.p.Series {
 		if s.OnY2 {
 			rightVals = append(rightVals, s.Y...)
 		} else {
 			leftVals = append(leftVals, s.Y...)
 		}
 	}
-	for _, r := range p.HLines {
+	for _, r := range d.p.HLines {
 		if r.OnY2 {
 			rightVals = append(rightVals, r.At)
 		} else {
 			leftVals = append(leftVals, r.At)
 		}
 	}
-	y := resolve(p.Y, leftVals)
-	var y2 scale
-	if p.Y2 != nil {
-		y2 = resolve(*p.Y2, rightVals)
+	d.y = resolve(d.p.Y, leftVals)
+	if d.p.Y2 != nil {
+		d.y2 = resolve(*d.p.Y2, rightVals)
 	}
-	px := func(v float64) (float64, bool) {
-		f, ok := x.frac(v)
-		return g.left + f*g.plotW, ok
-	}
-	py := func(s scale, v float64) (float64, bool) {
-		f, ok := s.frac(v)
-		return bottom - f*g.panelH, ok
-	}
+}
 
+// yScale is the scale a series or line is drawn against.
+func (d *panelDraw) yScale(onY2 bool) scale {
+	if onY2 {
+		return d.y2
+	}
+	return d.y
+}
+
+func (d *panelDraw) px(v float64) (float64, bool) {
+	f, ok := d.x.frac(v)
+	return d.g.left + f*d.g.plotW, ok
+}
+
+func (d *panelDraw) py(s scale, v float64) (float64, bool) {
+	f, ok := s.frac(v)
+	return d.bottom - f*d.g.panelH, ok
+}
+
+// frame draws the title, the note and the plot's border.
+func (d *panelDraw) frame() {
+	g, b, p := d.g, d.b, d.p
 	if p.Title != "" || p.Note != "" {
-		fmt.Fprintf(b, `<text x="%s" y="%s"><tspan font-weight="bold">%s</tspan>`, num(g.left), num(top-6), Escape(p.Title))
+		fmt.Fprintf(b, `<text x="%s" y="%s"><tspan font-weight="bold">%s</tspan>`, num(g.left), num(d.top-6), Escape(p.Title))
 		if p.Note != "" {
 			fmt.Fprintf(b, `<tspan dx="10" fill="#555">%s</tspan>`, Escape(p.Note))
 		}
 		b.WriteString("</text>\n")
 	}
-	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#999"/>`+"\n", num(g.left), num(top), num(g.plotW), num(g.panelH))
+	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="#999"/>`+"\n", num(g.left), num(d.top), num(g.plotW), num(g.panelH))
+}
 
-	// The x axis: ticks under the plot, its label under them.
+// xAxis draws the ticks under the plot and the label under them.
+func (d *panelDraw) xAxis() {
+	g, b, x := d.g, d.b, d.x
 	for _, t := range x.Ticks {
-		tx, ok := px(t)
+		tx, ok := d.px(t)
 		if !ok {
 			continue
 		}
 		if x.Grid {
-			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#eee"/>`+"\n", num(tx), num(top), num(tx), num(bottom))
+			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#eee"/>`+"\n", num(tx), num(d.top), num(tx), num(d.bottom))
 		}
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle"%s>%s</text>`+"\n", num(tx), num(bottom+g.font+3), fill(x.Color, "#555"), Escape(x.Format(t)))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle"%s>%s</text>`+"\n", num(tx), num(d.bottom+g.font+3), fill(x.Color, "#555"), Escape(x.Format(t)))
 	}
 	if x.Label != "" {
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(g.left+g.plotW/2), num(bottom+2*g.font+8), Escape(x.Label))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(g.left+g.plotW/2), num(d.bottom+2*g.font+8), Escape(x.Label))
 	}
-	// The y axes: ticks beside the plot, the label turned along it.
-	yAxis := func(s scale, tickX float64, anchor string, labelX float64) {
-		for _, t := range s.Ticks {
-			ty, ok := py(s, t)
-			if !ok {
-				continue
-			}
-			if s.Grid {
-				fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#eee"/>`+"\n", num(g.left), num(ty), num(right), num(ty))
-			}
-			fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="%s"%s>%s</text>`+"\n", num(tickX), num(ty+4), anchor, fill(s.Color, ""), Escape(s.Format(t)))
-		}
-		if s.Label != "" {
-			mid := top + g.panelH/2
-			fmt.Fprintf(b, `<text x="%s" y="%s" transform="rotate(-90 %s %s)" text-anchor="middle"%s>%s</text>`+"\n",
-				num(labelX), num(mid), num(labelX), num(mid), fill(s.Color, ""), Escape(s.Label))
-		}
-	}
-	yAxis(y, g.left-6, "end", 14)
-	if p.Y2 != nil {
-		yAxis(y2, right+4, "start", g.width-10)
-	}
+}
 
-	for _, r := range p.HLines {
-		s := y
-		if r.OnY2 {
-			s = y2
+// yAxis draws s's ticks beside the plot and its label turned along it.
+func (d *panelDraw) yAxis(s scale, tickX float64, anchor string, labelX float64) {
+	g, b := d.g, d.b
+	for _, t := range s.Ticks {
+		ty, ok := d.py(s, t)
+		if !ok {
+			continue
 		}
-		ry, ok := py(s, r.At)
+		if s.Grid {
+			fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#eee"/>`+"\n", num(g.left), num(ty), num(d.right), num(ty))
+		}
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="%s"%s>%s</text>`+"\n", num(tickX), num(ty+4), anchor, fill(s.Color, ""), Escape(s.Format(t)))
+	}
+	if s.Label != "" {
+		mid := d.top + g.panelH/2
+		fmt.Fprintf(b, `<text x="%s" y="%s" transform="rotate(-90 %s %s)" text-anchor="middle"%s>%s</text>`+"\n",
+			num(labelX), num(mid), num(labelX), num(mid), fill(s.Color, ""), Escape(s.Label))
+	}
+}
+
+// refLines draws the dashed reference lines across and along the panel.
+func (d *panelDraw) refLines() {
+	g, b := d.g, d.b
+	for _, r := range d.p.HLines {
+		ry, ok := d.py(d.yScale(r.OnY2), r.At)
 		if !ok {
 			continue
 		}
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="8 4"/>`+"\n",
-			num(g.left), num(ry), num(right), num(ry), color(r.Color))
+			num(g.left), num(ry), num(d.right), num(ry), color(r.Color))
 		if r.Label != "" {
-			fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end" fill="%s">%s</text>`+"\n", num(right-4), num(ry-4), color(r.Color), Escape(r.Label))
+			fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end" fill="%s">%s</text>`+"\n", num(d.right-4), num(ry-4), color(r.Color), Escape(r.Label))
 		}
 	}
-	for _, r := range p.VLines {
-		rx, ok := px(r.At)
+	for _, r := range d.p.VLines {
+		rx, ok := d.px(r.At)
 		if !ok {
 			continue
 		}
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2" stroke-dasharray="4 3"/>`+"\n",
-			num(rx), num(top), num(rx), num(bottom), color(r.Color))
+			num(rx), num(d.top), num(rx), num(d.bottom), color(r.Color))
 		if r.Label != "" {
-			fmt.Fprintf(b, `<text x="%s" y="%s" fill="%s">%s</text>`+"\n", num(rx+4), num(top+14), color(r.Color), Escape(r.Label))
+			fmt.Fprintf(b, `<text x="%s" y="%s" fill="%s">%s</text>`+"\n", num(rx+4), num(d.top+14), color(r.Color), Escape(r.Label))
 		}
 	}
+}
 
+// series draws each series, broken at its gaps, and its legend entry.
+func (d *panelDraw) series() {
+	b := d.b
 	legend := 0
-	for _, s := range p.Series {
-		ys := y
-		if s.OnY2 {
-			ys = y2
-		}
+	for _, s := range d.p.Series {
+		ys := d.yScale(s.OnY2)
 		width := s.Width
 		if width <= 0 {
 			width = 2
@@ -360,13 +396,13 @@ func (g geometry) panel(b *strings.Builder, p Panel, x scale, top float64) {
 		if s.Dashed {
 			dash = ` stroke-dasharray="6 4"`
 		}
-		for _, seg := range segments(s, x, ys) {
+		for _, seg := range segments(s, d.x, ys) {
 			var pts []string
 			for k, i := range seg {
-				sx, _ := px(s.X[i])
-				sy, _ := py(ys, s.Y[i])
+				sx, _ := d.px(s.X[i])
+				sy, _ := d.py(ys, s.Y[i])
 				if s.Step && k > 0 {
-					prevY, _ := py(ys, s.Y[seg[k-1]])
+					prevY, _ := d.py(ys, s.Y[seg[k-1]])
 					pts = append(pts, num(sx)+","+num(prevY))
 				}
 				pts = append(pts, num(sx)+","+num(sy))
@@ -377,8 +413,8 @@ func (g geometry) panel(b *strings.Builder, p Panel, x scale, top float64) {
 			if s.Dots || len(seg) == 1 {
 				// A point alone would be an invisible line: it is drawn as a dot.
 				for _, i := range seg {
-					sx, _ := px(s.X[i])
-					sy, _ := py(ys, s.Y[i])
+					sx, _ := d.px(s.X[i])
+					sy, _ := d.py(ys, s.Y[i])
 					fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", num(sx), num(sy), color(s.Color))
 				}
 			}
@@ -386,8 +422,8 @@ func (g geometry) panel(b *strings.Builder, p Panel, x scale, top float64) {
 		if s.Name == "" {
 			continue
 		}
-		ly := top + 14 + float64(legend)*18
-		lx := right + 14
+		ly := d.top + 14 + float64(legend)*18
+		lx := d.right + 14
 		legend++
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="2"%s/><text x="%s" y="%s">%s</text>`+"\n",
 			num(lx), num(ly-4), num(lx+22), num(ly-4), color(s.Color), dash, num(lx+28), num(ly), Escape(s.Name))
