@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"os"
 	"strings"
 	"testing"
 )
@@ -9,21 +8,7 @@ import (
 // TestLoRAAdapterMetricsDocumented fails when docs/metrics.md's "Served per
 // LoRA adapter" section lacks a row, with its unit, for a per-adapter metric.
 func TestLoRAAdapterMetricsDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/metrics.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "\n## Served per LoRA adapter\n")
-	if !ok {
-		t.Fatal("docs/metrics.md has no \"## Served per LoRA adapter\" section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	units := map[string]string{}
-	for _, line := range strings.Split(section, "\n") {
-		if cells := strings.Split(line, "|"); len(cells) >= 4 {
-			units[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
-		}
-	}
+	section, units := docSection(t, "Served per LoRA adapter")
 	for _, name := range LoRAAdapterMetrics() {
 		unit, ok := units[name]
 		switch {
