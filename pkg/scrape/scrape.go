@@ -1,7 +1,8 @@
 // Package scrape owns fetching the /metrics pages of model servers and of
 // gpu-agents (targets of Kind GPUAgent, whose pages go to the AgentSink set
-// with Manager.SetAgentSink instead of the Sink): one background
-// loop per target at a fixed interval with a random start delay, a bounded
+// with Manager.SetAgentSink instead of the Sink): one loop per target at a
+// fixed interval with a random start delay, all run by one scheduler (a
+// loop is a small struct, not a goroutine; see sched.go), a bounded
 // pool of workers shared by all loops (one namespace's loops hold at most a
 // share of it, so one tenant's hanging pages cannot stall the others' scrapes),
 // a second small pool for on-demand
