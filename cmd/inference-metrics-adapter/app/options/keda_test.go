@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
 
 func TestKEDAScalerFlags(t *testing.T) {
@@ -31,12 +29,7 @@ func TestKEDAScalerFlags(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			o, fs := parsed(t, tc.args)
 			o.Complete(fs)
 			err := o.Validate()
 			if tc.wantErr != "" {

@@ -37,12 +37,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			o, _ := parsed(t, tc.args)
 			err := o.Validate()
 			if len(tc.wantErr) == 0 {
 				if err != nil {
@@ -63,12 +58,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	o := NewOptions()
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--namespaces=llm", "--gpu-agent-namespace=gpu", "--scrape-interval=2s", "--scrape-timeout=1s", "--kubeconfig=/kc"}); err != nil {
-		t.Fatal(err)
-	}
+	o, _ := parsed(t, []string{"--namespaces=llm", "--gpu-agent-namespace=gpu", "--scrape-interval=2s", "--scrape-timeout=1s", "--kubeconfig=/kc"})
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +108,7 @@ func TestServerConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			o, _ := parsed(t, tc.args)
 			err := o.Validate()
 			if len(tc.wantErr) > 0 {
 				if err == nil {
@@ -173,12 +158,7 @@ func TestDefect2_MemoryBudget(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			o, _ := parsed(t, tc.args)
 			err := o.validateMemoryBudget(tc.limit)
 			switch {
 			case tc.wantErr == "" && err != nil:
@@ -191,12 +171,7 @@ func TestDefect2_MemoryBudget(t *testing.T) {
 
 	t.Run("Validate reads the process limit", func(t *testing.T) {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(chartLimit))
-		o := NewOptions()
-		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-		o.AddFlags(fs)
-		if err := fs.Parse([]string{"--max-body-size=16777216"}); err != nil {
-			t.Fatal(err)
-		}
+		o, _ := parsed(t, []string{"--max-body-size=16777216"})
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--max-body-size 16777216") {
 			t.Fatalf("Validate() = %v, want the memory budget refused", err)
 		}
@@ -238,6 +213,18 @@ func TestDefect_ScrapeIntervalAloneRefused(t *testing.T) {
 			checkErr(t, o.Validate(), tc.wantErr)
 		})
 	}
+}
+
+// parsed returns new options and their flag set after parsing args.
+func parsed(t *testing.T, args []string) (*Options, *pflag.FlagSet) {
+	t.Helper()
+	o := NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o, fs
 }
 
 // completed returns the options after parsing args and completing the
