@@ -145,14 +145,5 @@ func TestFrontDoorMetric(t *testing.T) {
 }
 
 func TestDiscoveryListsFrontDoorMetric(t *testing.T) {
-	srv, _ := newServer(t, fixture{now: time.Now(), store: store.New()})
-	code, body := get(t, srv, "/apis/custom.metrics.k8s.io/v1beta2")
-	if code != 200 {
-		t.Fatalf("status %d: %s", code, body)
-	}
-	for _, res := range []string{"services", "inferencepools.inference.networking.k8s.io"} {
-		if !strings.Contains(body, `"`+res+`/`+catalog.FrontDoorPendingRequests+`"`) {
-			t.Errorf("discovery lacks %s/%s: %s", res, catalog.FrontDoorPendingRequests, body)
-		}
-	}
+	checkDiscovery(t, []string{catalog.FrontDoorPendingRequests}, "services", "inferencepools.inference.networking.k8s.io")
 }

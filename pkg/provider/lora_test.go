@@ -137,16 +137,5 @@ func TestLoRAAdapterAPI(t *testing.T) {
 }
 
 func TestDiscoveryListsLoRAAdapterMetrics(t *testing.T) {
-	srv, _ := newServer(t, fixture{now: time.Now(), store: store.New()})
-	code, body := get(t, srv, "/apis/custom.metrics.k8s.io/v1beta2")
-	if code != 200 {
-		t.Fatalf("status %d: %s", code, body)
-	}
-	for _, m := range catalog.LoRAAdapterMetrics() {
-		for _, r := range []string{"pods/", "deployments.apps/", "statefulsets.apps/"} {
-			if !strings.Contains(body, `"`+r+m+`"`) {
-				t.Errorf("discovery lacks %s%s", r, m)
-			}
-		}
-	}
+	checkDiscovery(t, catalog.LoRAAdapterMetrics(), onPodsAndWorkloads...)
 }

@@ -276,15 +276,29 @@ func TestCustomMetricsAPI(t *testing.T) {
 }
 
 func TestDiscoveryListsEveryMetric(t *testing.T) {
+	var names []string
+	for _, s := range catalog.All() {
+		names = append(names, s.Name())
+	}
+	checkDiscovery(t, names, onPodsAndWorkloads...)
+}
+
+// onPodsAndWorkloads are the resources every signal is served on.
+var onPodsAndWorkloads = []string{"pods", "deployments.apps", "statefulsets.apps"}
+
+// checkDiscovery fails unless the API's discovery lists each metric on
+// each of resources.
+func checkDiscovery(t *testing.T, names []string, resources ...string) {
+	t.Helper()
 	srv, _ := newServer(t, fixture{now: time.Now(), store: store.New()})
 	code, body := get(t, srv, "/apis/custom.metrics.k8s.io/v1beta2")
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
-	for _, s := range catalog.All() {
-		for _, r := range []string{"pods/", "deployments.apps/", "statefulsets.apps/"} {
-			if !strings.Contains(body, `"`+r+s.Name()+`"`) {
-				t.Errorf("discovery lacks %s%s", r, s.Name())
+	for _, name := range names {
+		for _, r := range resources {
+			if !strings.Contains(body, `"`+r+"/"+name+`"`) {
+				t.Errorf("discovery lacks %s/%s", r, name)
 			}
 		}
 	}
