@@ -2,6 +2,7 @@ package server
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -68,21 +69,62 @@ type watched struct {
 	podInformers []cache.SharedIndexInformer
 }
 
-// stripPod drops what the adapter never reads, to keep the cache small.
-func stripPod(obj interface{}) (interface{}, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		p.ManagedFields = nil
-		p.Spec.Volumes = nil
-		p.Spec.InitContainers = nil
-		for i := range p.Spec.Containers {
-			c := &p.Spec.Containers[i]
-			c.Env, c.EnvFrom, c.VolumeMounts, c.Command, c.Args = nil, nil, nil, nil, nil
-			c.LivenessProbe, c.ReadinessProbe, c.StartupProbe = nil, nil, nil
-		}
-		p.Status.ContainerStatuses = nil
-		p.Status.InitContainerStatuses = nil
+// slimPod keeps of a pod only what the adapter reads, to keep the informer's
+// cache small: a cluster of 10,000 pods holds 10,000 of them. It builds a new
+// pod rather than clearing fields of the decoded one, so that nothing the
+// adapter does not read (tolerations, images, resources, probes, statuses,
+// managed fields) stays reachable. What is kept:
+//
+//   - metadata: name, namespace, UID, resourceVersion, labels, annotations,
+//     owner references, creation and deletion timestamps (targets, the
+//     gpu-agent's trust, the choice between pods sharing an IP);
+//   - spec: the node, hostNetwork, and each container that declares ports,
+//     with its name and the ports' names and numbers (the scrape port);
+//   - status: phase, pod IP and the Ready condition's status (Running, Ready).
+//
+// A new field read anywhere in the adapter must be added here; the test
+// TestSlimPodKeepsWhatTheAdapterReads lists them.
+func slimPod(obj interface{}) (interface{}, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	s := &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              p.Name,
+			Namespace:         p.Namespace,
+			UID:               p.UID,
+			ResourceVersion:   p.ResourceVersion,
+			Labels:            p.Labels,
+			Annotations:       p.Annotations,
+			OwnerReferences:   p.OwnerReferences,
+			CreationTimestamp: p.CreationTimestamp,
+			DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{
+			Phase: p.Status.Phase,
+			PodIP: p.Status.PodIP,
+		},
+	}
+	for _, c := range p.Spec.Containers {
+		if len(c.Ports) == 0 {
+			continue
+		}
+		ports := make([]corev1.ContainerPort, len(c.Ports))
+		for i, cp := range c.Ports {
+			ports[i] = corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort}
+		}
+		s.Spec.Containers = append(s.Spec.Containers, corev1.Container{Name: c.Name, Ports: ports})
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			s.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			break
+		}
+	}
+	return s, nil
 }
 
 func newWatched(newFactory func(ns string) informers.SharedInformerFactory, namespaces []string) (*watched, error) {
@@ -94,7 +136,7 @@ func newWatched(newFactory func(ns string) informers.SharedInformerFactory, name
 	for _, ns := range namespaces {
 		f := newFactory(ns)
 		pi := f.Core().V1().Pods()
-		if err := pi.Informer().SetTransform(stripPod); err != nil {
+		if err := pi.Informer().SetTransform(slimPod); err != nil {
 			return nil, err
 		}
 		di := f.Apps().V1().Deployments()
