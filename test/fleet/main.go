@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // envBin names the control-plane binaries' directory (test/tools/build.sh).
@@ -53,6 +55,12 @@ type options struct {
 	profileDir string
 	// adapterArgs are appended to the adapter's flags.
 	adapterArgs []string
+	// memoryLimit, when set (e.g. 200Mi), is passed to the adapter as
+	// MEMORY_LIMIT_BYTES (memoryLimitBytes, set by validate), as the chart
+	// passes the container's limit: the adapter then sets GOMEMLIMIT to 90%
+	// of it.
+	memoryLimit      string
+	memoryLimitBytes int64
 }
 
 func parseClients(s string) ([]int, error) {
@@ -87,6 +95,13 @@ func (o *options) validate() error {
 	if o.quiet < time.Second || o.loadDuration < time.Second {
 		errs = append(errs, errors.New("-quiet and -load-duration must be at least 1s"))
 	}
+	if o.memoryLimit != "" {
+		q, err := resource.ParseQuantity(o.memoryLimit)
+		if err != nil || q.Sign() <= 0 {
+			errs = append(errs, fmt.Errorf("-memory-limit %q is not a positive quantity such as 200Mi", o.memoryLimit))
+		}
+		o.memoryLimitBytes = q.Value()
+	}
 	if o.procs == 0 {
 		o.procs = (o.pods + podsPerProc - 1) / podsPerProc
 	}
@@ -109,6 +124,7 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-clients-N.pprof), heap after the quiet window (heap.pprof)")
 	var adapterArgs string
 	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")
+	flag.StringVar(&o.memoryLimit, "memory-limit", "", "the adapter's memory limit as the chart would set it (e.g. 200Mi): passed as MEMORY_LIMIT_BYTES, so GOMEMLIMIT is 90% of it; empty: none")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
 	// The child mode: serve pods [from, to) and take commands on an address.
 	flag.IntVar(&serveFrom, "serve-from", -1, "internal: serve pods from this index (child process)")

@@ -50,38 +50,77 @@ func (e *env) values(ctx context.Context) (map[int]int64, error) {
 
 // usage is what the adapter and the fleet did over a window.
 type usage struct {
-	window     time.Duration
-	adapterCPU time.Duration
-	fleetCPU   time.Duration
-	scrapes    []int64 // per pod
+	window  time.Duration
+	cpu     cpuByRole
+	scrapes []int64 // per pod
 }
 
 type snapshot struct {
-	at         time.Time
-	adapterCPU time.Duration
-	fleetCPU   time.Duration
-	counts     []int64
+	at     time.Time
+	cpu    cpuByRole
+	counts []int64
+}
+
+// Roles whose CPU time is measured: every process on the answer's path.
+const (
+	roleAdapter   = "adapter"
+	roleAPIServer = "kube-apiserver"
+	roleEtcd      = "etcd"
+	roleKCM       = "kube-controller-manager"
+	roleClients   = "clients (this tool)"
+	roleFleet     = "fake fleet"
+)
+
+// roles in the order the tables show them.
+var roles = []string{roleAdapter, roleAPIServer, roleEtcd, roleKCM, roleClients, roleFleet}
+
+// cpuByRole is CPU time used so far (or over a window) by role.
+type cpuByRole map[string]time.Duration
+
+func (a cpuByRole) minus(b cpuByRole) cpuByRole {
+	out := cpuByRole{}
+	for k, v := range a {
+		out[k] = v - b[k]
+	}
+	return out
+}
+
+// cpu reads the CPU time of every process on the answer's path: the
+// adapter, the control plane, this tool (the latency runs' clients) and
+// the fake-fleet children.
+func (e *env) cpu() (cpuByRole, error) {
+	out := cpuByRole{}
+	pids := e.cp.PIDs()
+	for role, pid := range map[string]int{roleAdapter: e.adapter.Process.PID(), roleAPIServer: pids["kube-apiserver"],
+		roleEtcd: pids["etcd"], roleKCM: pids["kube-controller-manager"], roleClients: os.Getpid()} {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", role, err)
+		}
+		out[role] = t
+	}
+	for _, p := range e.procs {
+		t, err := cpuTime(p.PID())
+		if err != nil {
+			return nil, err
+		}
+		out[roleFleet] += t
+	}
+	return out, nil
 }
 
 func (e *env) snapshot(ctx context.Context) (snapshot, error) {
 	s := snapshot{at: time.Now()}
 	var err error
-	if s.adapterCPU, err = cpuTime(e.adapter.Process.PID()); err != nil {
+	if s.cpu, err = e.cpu(); err != nil {
 		return s, err
-	}
-	for _, p := range e.procs {
-		t, err := cpuTime(p.PID())
-		if err != nil {
-			return s, err
-		}
-		s.fleetCPU += t
 	}
 	s.counts, err = e.fleet.counts(ctx)
 	return s, err
 }
 
 func since(a, b snapshot) usage {
-	u := usage{window: b.at.Sub(a.at), adapterCPU: b.adapterCPU - a.adapterCPU, fleetCPU: b.fleetCPU - a.fleetCPU}
+	u := usage{window: b.at.Sub(a.at), cpu: b.cpu.minus(a.cpu)}
 	u.scrapes = make([]int64, len(b.counts))
 	for i := range b.counts {
 		u.scrapes[i] = b.counts[i] - a.counts[i]
@@ -99,14 +138,14 @@ func (u usage) totalScrapes() int64 {
 
 // latencyRun is one answer-latency run with a number of clients.
 type latencyRun struct {
-	clients    int
-	answers    int
-	errors     int
-	firstErr   error
-	elapsed    time.Duration
-	p50, p99   time.Duration
-	max        time.Duration
-	adapterCPU time.Duration
+	clients  int
+	answers  int
+	errors   int
+	firstErr error
+	elapsed  time.Duration
+	p50, p99 time.Duration
+	max      time.Duration
+	cpu      cpuByRole // over the run
 }
 
 // results is everything the table shows.
@@ -178,8 +217,9 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	for _, c := range o.clients {
 		say("answer latency: %d client(s) for %s", c, o.loadDuration)
 		prof := e.profile(ctx, o, fmt.Sprintf("cpu-clients-%d.pprof", c), o.loadDuration)
+		apiProf := e.profileAPIServer(ctx, o, fmt.Sprintf("apiserver-clients-%d.pprof", c), o.loadDuration)
 		lr, err := e.measureLatency(ctx, c, o.loadDuration)
-		if perr := prof.wait(); perr != nil {
+		if perr := errors.Join(prof.wait(), apiProf.wait()); perr != nil {
 			return r, perr
 		}
 		if err != nil {
@@ -236,7 +276,7 @@ func (r *results) measureFreshness(ctx context.Context, e *env, o options) error
 // back to back, for d.
 func (e *env) measureLatency(ctx context.Context, clients int, d time.Duration) (latencyRun, error) {
 	lr := latencyRun{clients: clients}
-	cpu0, err := cpuTime(e.adapter.Process.PID())
+	cpu0, err := e.cpu()
 	if err != nil {
 		return lr, err
 	}
@@ -279,11 +319,11 @@ func (e *env) measureLatency(ctx context.Context, clients int, d time.Duration) 
 	}
 	wg.Wait()
 	lr.elapsed = time.Since(start)
-	cpu1, err := cpuTime(e.adapter.Process.PID())
+	cpu1, err := e.cpu()
 	if err != nil {
 		return lr, err
 	}
-	lr.adapterCPU = cpu1 - cpu0
+	lr.cpu = cpu1.minus(cpu0)
 	lr.answers = len(all)
 	if lr.answers == 0 {
 		return lr, fmt.Errorf("no answers with %d clients: %w", clients, errors.Join(lr.firstErr, errors.New("none succeeded")))
@@ -331,9 +371,9 @@ func (r *results) print(w io.Writer, o options) {
 	}
 	if scrapes > 0 {
 		fmt.Fprintf(w, "| adapter CPU per pod-scrape (quiet %s) | %.3f ms (%.2f cores) |\n", q.window.Round(time.Second),
-			float64(q.adapterCPU)/float64(time.Millisecond)/float64(scrapes), q.adapterCPU.Seconds()/q.window.Seconds())
+			float64(q.cpu[roleAdapter])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleAdapter].Seconds()/q.window.Seconds())
 		fmt.Fprintf(w, "| fake fleet CPU per pod-scrape (serving the page) | %.3f ms (%.2f cores) |\n",
-			float64(q.fleetCPU)/float64(time.Millisecond)/float64(scrapes), q.fleetCPU.Seconds()/q.window.Seconds())
+			float64(q.cpu[roleFleet])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleFleet].Seconds()/q.window.Seconds())
 	}
 	fmt.Fprintf(w, "| adapter RSS (VmRSS / VmHWM) | %d MB / %d MB |\n", r.mem.rss>>20, r.mem.hwm>>20)
 	if r.covered < o.pods {
@@ -349,21 +389,44 @@ func (r *results) print(w io.Writer, o options) {
 	if len(r.latency) == 0 {
 		return
 	}
-	perScrapeCPU := time.Duration(0)
-	if q.window > 0 {
-		perScrapeCPU = time.Duration(float64(q.adapterCPU) / q.window.Seconds())
-	}
 	fmt.Fprintf(w, "\n| clients | %d-pod answers/s | p50 | p99 | max | errors | adapter CPU per answer |\n", o.pods)
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, l := range r.latency {
-		// The quiet window's scrape cost per second is subtracted.
-		extra := l.adapterCPU - time.Duration(float64(perScrapeCPU)*l.elapsed.Seconds())
 		fmt.Fprintf(w, "| %d | %.1f | %s | %s | %s | %d | %s |\n", l.clients, float64(l.answers)/l.elapsed.Seconds(),
-			ms(l.p50), ms(l.p99), ms(l.max), l.errors, ms(extra/time.Duration(l.answers)))
+			ms(l.p50), ms(l.p99), ms(l.max), l.errors, ms(q.perAnswer(l, roleAdapter)))
 		if l.firstErr != nil {
 			fmt.Fprintf(w, "\n(first error with %d clients: %v)\n", l.clients, firstLine(l.firstErr.Error()))
 		}
 	}
+	fmt.Fprintf(w, "\nCPU per answer by process (the quiet window's rate subtracted; the cores' capacity is %d × the run's length):\n\n", runtime.NumCPU())
+	fmt.Fprintf(w, "| clients | %s | total | busy share of the cores |\n", strings.Join(roles, " | "))
+	fmt.Fprintf(w, "|---|%s---|---|\n", strings.Repeat("---|", len(roles)))
+	for _, l := range r.latency {
+		var cells []string
+		var total, used time.Duration
+		for _, role := range roles {
+			d := q.perAnswer(l, role)
+			total += d
+			used += l.cpu[role]
+			cells = append(cells, ms(d))
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %.0f%% |\n", l.clients, strings.Join(cells, " | "), ms(total),
+			100*used.Seconds()/(l.elapsed.Seconds()*float64(runtime.NumCPU())))
+	}
+}
+
+// perAnswer is role's CPU per answer of run l, less what role spent at the
+// quiet window's rate (scraping, serving pages, the control plane's own
+// loops) over the run.
+func (q usage) perAnswer(l latencyRun, role string) time.Duration {
+	if l.answers == 0 {
+		return 0
+	}
+	extra := l.cpu[role]
+	if q.window > 0 {
+		extra -= time.Duration(float64(q.cpu[role]) / q.window.Seconds() * l.elapsed.Seconds())
+	}
+	return extra / time.Duration(l.answers)
 }
 
 func missedNote(n int) string {

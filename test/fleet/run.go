@@ -126,6 +126,7 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 		Binary:    adapterBin,
 		Namespace: framework.AdapterNamespace,
 		Service:   framework.AdapterService,
+		Env:       o.adapterEnv(),
 		Args: append([]string{
 			"--scrape-interval=" + o.interval.String(),
 			"--scrape-timeout=" + timeout.String(),
@@ -247,4 +248,12 @@ func (e *env) teardown(say func(string, ...any)) error {
 		errs = append(errs, e.cp.Stop())
 	}
 	return errors.Join(errs...)
+}
+
+// adapterEnv is the adapter's environment beyond this tool's own.
+func (o options) adapterEnv() []string {
+	if o.memoryLimitBytes == 0 {
+		return nil
+	}
+	return []string{"MEMORY_LIMIT_BYTES=" + fmt.Sprint(o.memoryLimitBytes)}
 }

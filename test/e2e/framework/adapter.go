@@ -59,6 +59,9 @@ type AdapterConfig struct {
 	// second adapter next to one that already owns it (e.g. one started
 	// only to serve external metrics). Service must then differ too.
 	SkipCustomMetrics bool
+	// Env is added to the adapter's environment, e.g. MEMORY_LIMIT_BYTES as
+	// the chart's downward API sets it.
+	Env []string
 }
 
 // Adapter is the inference-metrics-adapter process registered with the
@@ -111,7 +114,7 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 	if a.Port, err = FreePort(); err != nil {
 		return nil, err
 	}
-	if a.Process, err = StartProcess(cfg.Service, cp.LogDir, cfg.Binary, cfg.processArgs(a.Port, serving), nil); err != nil {
+	if a.Process, err = StartProcess(cfg.Service, cp.LogDir, cfg.Binary, cfg.processArgs(a.Port, serving), cfg.Env); err != nil {
 		return nil, err
 	}
 	httpc, err := a.HTTPClient(cp.Admin)

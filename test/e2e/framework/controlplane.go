@@ -251,6 +251,18 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	return waitHTTP(ctx, p, cp.adminHTTP, cp.URL+"/readyz", 120*time.Second)
 }
 
+// PIDs are the control plane's running processes by name (etcd,
+// kube-apiserver, kube-controller-manager), for measuring their CPU.
+func (cp *ControlPlane) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, p := range []*Process{cp.etcd, cp.apiserver, cp.kcm} {
+		if p != nil {
+			out[p.Name] = p.PID()
+		}
+	}
+	return out
+}
+
 // Stop stops kube-controller-manager, kube-apiserver and etcd, in that
 // order. It is safe to call on a partly started control plane.
 func (cp *ControlPlane) Stop() error {

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validOptions() options {
+	return options{binDir: "/bin", pods: 10, interval: time.Second, trials: 1, quiet: time.Second, loadDuration: time.Second}
+}
+
+func TestValidateMemoryLimit(t *testing.T) {
+	tests := []struct {
+		limit   string
+		bytes   int64
+		wantErr string
+	}{
+		{"", 0, ""},
+		{"200Mi", 200 << 20, ""},
+		{"1G", 1e9, ""},
+		{"lots", 0, "-memory-limit \"lots\""},
+		{"-1Mi", 0, "-memory-limit \"-1Mi\""},
+		{"0", 0, "-memory-limit \"0\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.limit, func(t *testing.T) {
+			o := validOptions()
+			o.memoryLimit = tt.limit
+			err := o.validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("validate: %v", err)
+				}
+				if o.memoryLimitBytes != tt.bytes {
+					t.Errorf("bytes = %d, want %d", o.memoryLimitBytes, tt.bytes)
+				}
+				if env := o.adapterEnv(); tt.bytes > 0 && (len(env) != 1 || env[0] != "MEMORY_LIMIT_BYTES="+strconv.FormatInt(tt.bytes, 10)) {
+					t.Errorf("adapter env = %q", env)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("validate = %v, want an error with %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestPerAnswerSubtractsTheQuietRate(t *testing.T) {
+	quiet := usage{window: 10 * time.Second, cpu: cpuByRole{roleAdapter: 2 * time.Second, roleAPIServer: 0}}
+	run := latencyRun{answers: 100, elapsed: 5 * time.Second, cpu: cpuByRole{roleAdapter: 3 * time.Second, roleAPIServer: 200 * time.Millisecond}}
+	// The adapter used 0.2 s/s while quiet: 1 s of the run's 3 s is scraping.
+	if got, want := quiet.perAnswer(run, roleAdapter), 20*time.Millisecond; got != want {
+		t.Errorf("adapter per answer = %s, want %s", got, want)
+	}
+	if got, want := quiet.perAnswer(run, roleAPIServer), 2*time.Millisecond; got != want {
+		t.Errorf("kube-apiserver per answer = %s, want %s", got, want)
+	}
+	if got := quiet.perAnswer(latencyRun{}, roleAdapter); got != 0 {
+		t.Errorf("no answers: %s, want 0", got)
+	}
+}
