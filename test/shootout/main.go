@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -75,7 +74,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&cfg.pick, "picker", pickLeastLoaded, "How the front end picks a Ready pod: least-loaded (fewest requests in flight, as an inference gateway) or round-robin (as a Service).")
 	fs.StringVar(&cfg.out, "out", "shootout-out", "Directory for the report files.")
 	fs.StringVar(&cfg.capacitySLO, "capacity-slo", "", "SLO of the capacity probe that sets the capacity policy's metric and target, in capacity's --slo form (empty: ttft:p90<=<-slo-ttft>,itl:p90<=<-slo-tpot>,errors<=0.1%).")
-	fs.BoolVar(&cfg.render, "render", false, "Run nothing: redraw each trace's SVG and print its table from the JSON and requests CSV already in -out.")
+	fs.BoolVar(&cfg.render, "render", false, "Run nothing: from the JSON and requests CSV already in -out, recompute each policy's summary, rewrite the report files (JSON, CSV, SVG) and print the table.")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -246,7 +245,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	return nil
 }
 
-// render redraws the chart and prints the table of each trace from the
+// render recomputes the summaries, rewrites the report and prints the table of each trace from the
 // files a run left in cfg.out.
 func render(cfg config) error {
 	for _, path := range cfg.traces {
@@ -273,9 +272,13 @@ func render(cfg config) error {
 			return fmt.Errorf("%s-requests.csv: %w", base, err)
 		}
 		for i := range rep.Runs {
-			rep.Runs[i].Records = recs[rep.Runs[i].Policy.Name]
+			run := &rep.Runs[i]
+			run.Records = recs[run.Policy.Name]
+			// Summaries are computed afresh, so that a report written by an
+			// older shootout gains the figures added since.
+			run.Summary = summarize(run.Policy.Name, t.name, rep.SLO, run.Records, run.Samples, t.bursts)
 		}
-		if err := writeFile(base+".svg", func(w io.Writer) error { return rep.writeSVG(w, t.reqs) }); err != nil {
+		if err := rep.write(cfg.out, t.reqs); err != nil {
 			return err
 		}
 		fmt.Println(rep.markdown())

@@ -56,9 +56,9 @@ func (r *report) write(dir string, reqs []loadgen.TraceRequest) error {
 	return writeFile(base+".svg", func(w io.Writer) error { return r.writeSVG(w, reqs) })
 }
 
-var summaryHeader = []string{"policy", "metric", "target", "requests", "failed", "good", "attainment", "goodput_rps",
+var summaryHeader = []string{"policy", "metric", "target", "requests", "failed", "refused", "good", "attainment", "goodput_rps",
 	"ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
-	"gpu_hours", "good_per_gpu_hour", "scale_events", "max_replicas", "bursts", "burst_to_ready_p50_s", "bursts_unanswered"}
+	"gpu_hours", "good_per_gpu_hour", "mean_replicas", "mean_ready", "scale_events", "max_replicas", "bursts", "burst_to_ready_p50_s", "bursts_unanswered"}
 
 func f64(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
@@ -71,9 +71,9 @@ func (r *report) writeSummaryCSV(w io.Writer) error {
 		if p.Metric == "" {
 			target = strconv.Itoa(p.Fixed) + " replicas"
 		}
-		_ = cw.Write([]string{p.Name, p.Metric, target, strconv.Itoa(s.Requests), strconv.Itoa(s.Failed), strconv.Itoa(s.Good),
+		_ = cw.Write([]string{p.Name, p.Metric, target, strconv.Itoa(s.Requests), strconv.Itoa(s.Failed), strconv.Itoa(s.Refused), strconv.Itoa(s.Good),
 			f64(s.Attainment), f64(s.Goodput), f64(s.TTFT.P50), f64(s.TTFT.P90), f64(s.TTFT.P99), f64(s.TPOT.P50), f64(s.TPOT.P90), f64(s.TPOT.P99),
-			f64(s.ReplicaHours), f64(s.GoodPerGPUHour), strconv.Itoa(s.ScaleEvents), strconv.Itoa(s.MaxReplicas),
+			f64(s.ReplicaHours), f64(s.GoodPerGPUHour), f64(s.MeanReplicas), f64(s.MeanReady), strconv.Itoa(s.ScaleEvents), strconv.Itoa(s.MaxReplicas),
 			strconv.Itoa(s.Bursts), f64(s.BurstToReadyP50), strconv.Itoa(s.BurstsUnanswered)})
 	}
 	cw.Flush()
@@ -101,8 +101,8 @@ func (r *report) writeRecordsCSV(w io.Writer) error {
 func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s (%d requests; SLO TTFT ≤ %s, TPOT ≤ %s; compression ×%g; %s picker)\n\n", r.Trace, r.Requests, r.SLO.TTFT, r.SLO.TPOT, r.Timing.Compress, r.Picker)
-	b.WriteString("| policy | SLO attainment | failed | goodput (req/s) | TTFT p50 / p90 / p99 (s) | TPOT p50 / p90 / p99 (ms) | GPU-hours | good req / GPU-hour | scale events | max replicas | burst → new Ready p50 (s) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| policy | SLO attainment | failed | goodput (req/s) | TTFT p50 / p90 / p99 (s) | TPOT p50 / p90 / p99 (ms) | GPU-hours | good req / GPU-hour | mean replicas (Ready) | scale events | max replicas | burst → new Ready p50 (s) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range r.Runs {
 		s := run.Summary
 		burst := "-"
@@ -115,9 +115,9 @@ func (r *report) markdown() string {
 		if s.Refused > 0 {
 			failed = fmt.Sprintf("%d (%d refused)", s.Failed, s.Refused)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f%% | %s | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %d | %d | %s |\n",
+		fmt.Fprintf(&b, "| %s | %.1f%% | %s | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %.2f (%.2f) | %d | %d | %s |\n",
 			run.Policy.Name, 100*s.Attainment, failed, s.Goodput, s.TTFT.P50, s.TTFT.P90, s.TTFT.P99,
-			1000*s.TPOT.P50, 1000*s.TPOT.P90, 1000*s.TPOT.P99, s.ReplicaHours, s.GoodPerGPUHour, s.ScaleEvents, s.MaxReplicas, burst)
+			1000*s.TPOT.P50, 1000*s.TPOT.P90, 1000*s.TPOT.P99, s.ReplicaHours, s.GoodPerGPUHour, s.MeanReplicas, s.MeanReady, s.ScaleEvents, s.MaxReplicas, burst)
 	}
 	if c := r.Capacity; c != nil && c.Recommendation != nil {
 		fmt.Fprintf(&b, "\n%s: %s at %s per pod (capacity %.3g req/s per replica). %s.\n",

@@ -110,6 +110,10 @@ type Summary struct {
 	ReplicaHours float64 `json:"replicaHours"`
 	// GoodPerGPUHour is Good / ReplicaHours.
 	GoodPerGPUHour float64 `json:"goodPerGPUHour"`
+	// MeanReplicas and MeanReady are the time averages of Replicas (pods
+	// holding a GPU) and Ready (pods serving) over the span.
+	MeanReplicas float64 `json:"meanReplicas"`
+	MeanReady    float64 `json:"meanReady"`
 	// ScaleEvents counts changes of the desired replicas.
 	ScaleEvents int `json:"scaleEvents"`
 	MaxReplicas int `json:"maxReplicas"`
@@ -156,9 +160,13 @@ func summarize(policy, trace string, slo SLO, recs []Record, samples []Sample, b
 	if s.Span > 0 {
 		s.Goodput = float64(s.Good) / s.Span.Seconds()
 	}
-	s.ReplicaHours = replicaHours(samples)
+	s.ReplicaHours = integrate(samples, func(x Sample) int { return x.Replicas })
 	if s.ReplicaHours > 0 {
 		s.GoodPerGPUHour = float64(s.Good) / s.ReplicaHours
+	}
+	if h := s.Span.Hours(); h > 0 {
+		s.MeanReplicas = s.ReplicaHours / h
+		s.MeanReady = integrate(samples, func(x Sample) int { return x.Ready }) / h
 	}
 	for i, x := range samples {
 		s.MaxReplicas = max(s.MaxReplicas, x.Replicas)
@@ -188,12 +196,12 @@ func summarize(policy, trace string, slo SLO, recs []Record, samples []Sample, b
 	return s
 }
 
-// replicaHours integrates Replicas over the samples as a step function:
-// each sample's count holds until the next sample.
-func replicaHours(samples []Sample) float64 {
+// integrate integrates a count of the samples over time, in count-hours, as
+// a step function: each sample's count holds until the next sample.
+func integrate(samples []Sample, count func(Sample) int) float64 {
 	var total float64
 	for i := 1; i < len(samples); i++ {
-		total += float64(samples[i-1].Replicas) * (samples[i].T - samples[i-1].T).Hours()
+		total += float64(count(samples[i-1])) * (samples[i].T - samples[i-1].T).Hours()
 	}
 	return total
 }

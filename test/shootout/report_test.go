@@ -96,6 +96,8 @@ func TestSummarize(t *testing.T) {
 	check("goodput", s.Goodput, 2.0/7200)
 	check("replica-hours", s.ReplicaHours, 1*1+3*1)
 	check("good per GPU-hour", s.GoodPerGPUHour, 0.5)
+	check("mean replicas", s.MeanReplicas, 2)
+	check("mean Ready", s.MeanReady, (1*62+3*58)/120.0)
 	check("TTFT p50", s.TTFT.P50, 1)
 	check("TTFT p99", s.TTFT.P99, 3)
 	check("TPOT p50", s.TPOT.P50, 0.1)
@@ -238,8 +240,17 @@ func TestReportFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := csv.NewReader(&sum).ReadAll()
-	if err != nil || len(got) != 2 || got[1][0] != "queue-3" || got[1][6] != "0.5" || got[1][14] != "1" {
-		t.Errorf("summary CSV %v (%v), want one row with attainment 0.5 and 1 GPU-hour", got, err)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("summary CSV %v (%v), want a header and one row", got, err)
+	}
+	row := map[string]string{}
+	for i, col := range got[0] {
+		row[col] = got[1][i]
+	}
+	for col, want := range map[string]string{"policy": "queue-3", "failed": "1", "refused": "1", "attainment": "0.5", "gpu_hours": "1", "mean_replicas": "1", "mean_ready": "1"} {
+		if row[col] != want {
+			t.Errorf("summary CSV column %s = %q, want %q (row %v)", col, row[col], want, row)
+		}
 	}
 	if err := r.writeRecordsCSV(&rows); err != nil {
 		t.Fatal(err)
