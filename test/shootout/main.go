@@ -245,8 +245,8 @@ func run(ctx context.Context, cfg config) (err error) {
 	return nil
 }
 
-// render recomputes the summaries, rewrites the report and prints the table of each trace from the
-// files a run left in cfg.out.
+// render recomputes the summaries of each trace from the files a run left
+// in cfg.out, rewrites the report and prints the table.
 func render(cfg config) error {
 	for _, path := range cfg.traces {
 		t, err := prepareTrace(path, cfg)
