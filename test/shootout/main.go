@@ -62,7 +62,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs := flag.NewFlagSet("shootout", flag.ContinueOnError)
 	traces := fs.String("trace", "testdata/traces/azure-llm-2023-code.csv.gz,testdata/traces/azure-llm-2023-conv.csv.gz",
 		"Comma-separated trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), each replayed once per policy.")
-	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, fixed-peak; or all.")
+	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, fixed-peak, or all; or your own, NAME=METRIC:TARGET (METRIC: gpu_utilization, inference_queue_size, inference_batch_size or inference_kv_cache_usage; TARGET per pod, e.g. queue-1=inference_queue_size:1) or NAME=fixed:N.")
 	fs.Float64Var(&cfg.compress, "compress", 15, "Time compression: every time constant (HPA sync period, behavior windows and periods, cold start, scrape and agent intervals, termination grace, the simulator's clock) runs this many times faster. 15 keeps the HPA's whole-second fields exact.")
 	fs.DurationVar(&cfg.coldStart, "cold-start", 60*time.Second, "Model-load time of a new replica before it turns Ready, in simulated time.")
 	fs.DurationVar(&cfg.duration, "duration", 0, "Replay only the first part of each trace, in simulated time (0: all of it).")
@@ -100,6 +100,9 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	}
 	if cfg.pick != pickLeastLoaded && cfg.pick != pickRoundRobin {
 		errs = append(errs, fmt.Errorf("-picker must be %s or %s, got %q", pickLeastLoaded, pickRoundRobin, cfg.pick))
+	}
+	if _, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas); err != nil {
+		errs = append(errs, fmt.Errorf("-policies: %w", err))
 	}
 	if cfg.coldStart < 0 || cfg.duration < 0 || cfg.slo.TTFT <= 0 || cfg.slo.TPOT <= 0 {
 		errs = append(errs, errors.New("-cold-start and -duration must not be negative, the SLOs must be positive"))
@@ -194,7 +197,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		say("trace %s: %d requests over %s simulated, %d bursts, %d prompts clipped to max-model-len %d", t.name, len(t.reqs), t.reqs[len(t.reqs)-1].At.Round(time.Second), len(t.bursts), t.clipped, cfg.maxModelLen)
 		traces = append(traces, t)
 	}
-	pols, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies)
+	pols, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,13 +53,24 @@ func defaultPolicies(maxNumSeqs, peakReplicas int) []policy {
 }
 
 // selectPolicies returns the policies named in names (comma-separated), in
-// that order; "all" or "" is every policy.
-func selectPolicies(all []policy, names string) ([]policy, error) {
+// that order; "all" or "" is every policy. An entry NAME=METRIC:TARGET
+// defines an HPA policy of the user's (METRIC one of the pod metrics the
+// shootout's fleet serves, TARGET a positive per-pod quantity), and
+// NAME=fixed:N a fixed fleet of N replicas, at most maxReplicas.
+func selectPolicies(all []policy, names string, maxReplicas int) ([]policy, error) {
 	if names == "" || names == "all" {
 		return all, nil
 	}
 	var out []policy
 	for _, n := range strings.Split(names, ",") {
+		if name, def, ok := strings.Cut(n, "="); ok {
+			p, err := userPolicy(strings.TrimSpace(name), strings.TrimSpace(def), maxReplicas)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+			continue
+		}
 		found := false
 		for _, p := range all {
 			if p.Name == strings.TrimSpace(n) {
@@ -69,10 +83,54 @@ func selectPolicies(all []policy, names string) ([]policy, error) {
 			for _, p := range all {
 				known = append(known, p.Name)
 			}
-			return nil, fmt.Errorf("unknown policy %q (known: %s)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("unknown policy %q (known: %s; or NAME=METRIC:TARGET, NAME=fixed:N)", n, strings.Join(known, ", "))
 		}
 	}
+	seen := map[string]bool{}
+	for _, p := range out {
+		if seen[p.Name] {
+			return nil, fmt.Errorf("policy %q is named twice: each runs in its own namespace and report row", p.Name)
+		}
+		seen[p.Name] = true
+	}
 	return out, nil
+}
+
+// userMetrics are the metrics a user-defined policy may scale on: the pod
+// metrics that the simulator's pages and the sim GPUs give a value.
+var userMetrics = []string{metricGPU, metricQueue, metricBatch, metricKV}
+
+// nameRE is a policy name: it names a namespace (shootout-NAME) and files.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
+
+// userPolicy parses a user-defined policy: NAME=METRIC:TARGET or
+// NAME=fixed:N.
+func userPolicy(name, def string, maxReplicas int) (policy, error) {
+	bad := func(format string, args ...any) (policy, error) {
+		return policy{}, fmt.Errorf("policy %q: %s (want NAME=METRIC:TARGET, e.g. queue-1=%s:1, or NAME=fixed:N)", name+"="+def, fmt.Sprintf(format, args...), metricQueue)
+	}
+	if !nameRE.MatchString(name) || name == policyCapacity {
+		return bad("the name must be 1-40 lower-case letters, digits and '-', and not %q", policyCapacity)
+	}
+	metric, target, ok := strings.Cut(def, ":")
+	if !ok {
+		return bad("no ':'")
+	}
+	if metric == "fixed" {
+		n, err := strconv.Atoi(target)
+		if err != nil || n < 1 || n > maxReplicas {
+			return bad("a fixed fleet needs 1 to %d replicas (-max-replicas), got %q", maxReplicas, target)
+		}
+		return policy{Name: name, Fixed: n, Why: fmt.Sprintf("a fixed fleet of %d replicas, defined by the user", n)}, nil
+	}
+	if !slices.Contains(userMetrics, metric) {
+		return bad("unknown metric %q (known: %s)", metric, strings.Join(userMetrics, ", "))
+	}
+	q, err := resource.ParseQuantity(target)
+	if err != nil || q.Sign() <= 0 {
+		return bad("the target must be a positive quantity, got %q", target)
+	}
+	return policy{Name: name, Metric: metric, Target: q.String(), Why: fmt.Sprintf("%s at %s per pod, defined by the user", metric, q.String())}, nil
 }
 
 // timing holds every time constant of a run, in simulated time, and the

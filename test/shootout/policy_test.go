@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSelectPolicies(t *testing.T) {
+	all := defaultPolicies(256, 8)
+	tests := []struct {
+		names   string
+		want    []policy
+		wantErr string
+	}{
+		{names: "gpu-80", want: all[:1]},
+		{names: "queue-1=inference_queue_size:1, fixed-4=fixed:4", want: []policy{
+			{Name: "queue-1", Metric: metricQueue, Target: "1", Why: "inference_queue_size at 1 per pod, defined by the user"},
+			{Name: "fixed-4", Fixed: 4, Why: "a fixed fleet of 4 replicas, defined by the user"},
+		}},
+		{names: "gpu-50=gpu_utilization:0.5", want: []policy{{Name: "gpu-50", Metric: metricGPU, Target: "500m", Why: "gpu_utilization at 500m per pod, defined by the user"}}},
+		{names: "nope", wantErr: `unknown policy "nope"`},
+		{names: "q=inference_queue_size", wantErr: "no ':'"},
+		{names: "q=tokens_per_second:1", wantErr: `unknown metric "tokens_per_second"`},
+		{names: "q=inference_queue_size:0", wantErr: "positive quantity"},
+		{names: "q=inference_queue_size:lots", wantErr: "positive quantity"},
+		{names: "f=fixed:9", wantErr: "1 to 8 replicas"},
+		{names: "Big_Name=fixed:1", wantErr: "lower-case"},
+		{names: "capacity=fixed:1", wantErr: "lower-case"},
+		{names: "gpu-80,gpu-80=fixed:2", wantErr: "named twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.names, func(t *testing.T) {
+			got, err := selectPolicies(all, tt.names, 8)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("policies (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
