@@ -217,9 +217,8 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	for _, c := range o.clients {
 		say("answer latency: %d client(s) for %s", c, o.loadDuration)
 		prof := e.profile(ctx, o, fmt.Sprintf("cpu-clients-%d.pprof", c), o.loadDuration)
-		apiProf := e.profileAPIServer(ctx, o, fmt.Sprintf("apiserver-clients-%d.pprof", c), o.loadDuration)
 		lr, err := e.measureLatency(ctx, c, o.loadDuration)
-		if perr := errors.Join(prof.wait(), apiProf.wait()); perr != nil {
+		if perr := prof.wait(); perr != nil {
 			return r, perr
 		}
 		if err != nil {

@@ -36,32 +36,6 @@ func (e *env) profile(ctx context.Context, o options, name string, d time.Durati
 	return pending{done: done}
 }
 
-// profileAPIServer fetches kube-apiserver's CPU profile over d into
-// o.profileDir/name, in the background, through the admin client. Without
-// -profile it does nothing.
-func (e *env) profileAPIServer(ctx context.Context, o options, name string, d time.Duration) pending {
-	if o.profileDir == "" {
-		return pending{}
-	}
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
-		defer cancel()
-		b, err := e.client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", fmt.Sprint(int(math.Ceil(d.Seconds())))).DoRaw(ctx)
-		if err != nil {
-			done <- fmt.Errorf("kube-apiserver profile: %w", err)
-			return
-		}
-		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
-			done <- fmt.Errorf("create %s: %w", o.profileDir, err)
-			return
-		}
-		done <- os.WriteFile(filepath.Join(o.profileDir, name), b, 0o644)
-	}()
-	return pending{done: done}
-}
-
 // heapProfile fetches the adapter's heap profile into o.profileDir.
 func (e *env) heapProfile(ctx context.Context, o options) error {
 	if o.profileDir == "" {
