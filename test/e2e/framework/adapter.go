@@ -90,9 +90,11 @@ func StartAdapter(ctx context.Context, cp *ControlPlane, cfg AdapterConfig) (a *
 		cfg.Kubeconfig = cp.AdminKubeconfig
 	}
 	a = &Adapter{cp: cp, cfg: cfg, ServerName: cfg.Service + "." + cfg.Namespace + ".svc"}
+	// The returns below set a to nil: stop what was started through started.
+	started := a
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, a.Stop(context.Background()))
+			err = errors.Join(err, started.Stop(context.Background()))
 		}
 	}()
 	// One directory per Service: the adapter reloads its certificate files
