@@ -188,6 +188,9 @@ func run(ctx context.Context, cfg config) (err error) {
 		fmt.Printf("shootout [%s]: %s\n", time.Since(began).Round(time.Second), fmt.Sprintf(format, args...))
 	}
 	tm := newTiming(cfg.compress, cfg.coldStart)
+	if off := tm.inexact(); len(off) > 0 {
+		say("warning: at compression ×%g the HPA's whole-second behavior fields are not exact: %s (simulated time; 15 and its divisors keep them exact)", cfg.compress, strings.Join(off, "; "))
+	}
 	var traces []preparedTrace
 	for _, path := range cfg.traces {
 		t, err := prepareTrace(path, cfg)

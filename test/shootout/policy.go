@@ -185,6 +185,22 @@ func (t timing) wallSeconds(d time.Duration) int32 {
 	return int32(max(1, math.Round(t.wall(d).Seconds())))
 }
 
+// inexact lists the HPA behavior constants that whole wall-clock seconds
+// cannot hold at this compression, with what they become in simulated time.
+func (t timing) inexact() []string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		d    time.Duration
+	}{{"scale-up period", t.ScaleUpPeriod}, {"scale-down window", t.ScaleDownWindow}, {"scale-down period", t.ScaleDownPeriod}} {
+		got := time.Duration(float64(time.Duration(t.wallSeconds(c.d))*time.Second) * t.Compress)
+		if d := got - c.d; d > time.Millisecond || d < -time.Millisecond {
+			out = append(out, fmt.Sprintf("%s %s becomes %s", c.name, c.d, got.Round(time.Millisecond)))
+		}
+	}
+	return out
+}
+
 // hpa is the HorizontalPodAutoscaler of policy p for Deployment name, with
 // the same replicas bounds and the same (compressed) default behavior for
 // every policy.

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -46,5 +47,24 @@ func TestSelectPolicies(t *testing.T) {
 				t.Errorf("policies (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestTimingInexact(t *testing.T) {
+	tests := []struct {
+		compress float64
+		want     []string
+	}{
+		{15, nil},
+		{5, nil},
+		{1, nil},
+		{30, []string{"scale-up period 15s becomes 30s", "scale-down period 15s becomes 30s"}},
+		{20, []string{"scale-up period 15s becomes 20s", "scale-down period 15s becomes 20s"}},
+		{7, []string{"scale-up period 15s becomes 14s", "scale-down window 5m0s becomes 5m1s", "scale-down period 15s becomes 14s"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, newTiming(tt.compress, time.Minute).inexact()); diff != "" {
+			t.Errorf("compression %g (-want +got):\n%s", tt.compress, diff)
+		}
 	}
 }
