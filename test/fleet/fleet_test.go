@@ -62,3 +62,19 @@ func TestPerAnswerSubtractsTheQuietRate(t *testing.T) {
 		t.Errorf("no answers: %s, want 0", got)
 	}
 }
+
+func TestParseMemory(t *testing.T) {
+	status := "Name:\tinference-metr\nVmHWM:\t  230000 kB\nVmRSS:\t  217088 kB\nRssAnon:\t  180224 kB\nRssFile:\t   36864 kB\nRssShmem:\t       0 kB\n"
+	m, err := parseMemory(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (memory{rss: 217088 << 10, hwm: 230000 << 10, anon: 180224 << 10, file: 36864 << 10}); m != want {
+		t.Errorf("parseMemory = %+v, want %+v", m, want)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t lots kB\n"} {
+		if _, err := parseMemory(bad); err == nil {
+			t.Errorf("parseMemory(%q): no error", bad)
+		}
+	}
+}

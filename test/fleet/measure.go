@@ -374,7 +374,7 @@ func (r *results) print(w io.Writer, o options) {
 		fmt.Fprintf(w, "| fake fleet CPU per pod-scrape (serving the page) | %.3f ms (%.2f cores) |\n",
 			float64(q.cpu[roleFleet])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleFleet].Seconds()/q.window.Seconds())
 	}
-	fmt.Fprintf(w, "| adapter RSS (VmRSS / VmHWM) | %d MB / %d MB |\n", r.mem.rss>>20, r.mem.hwm>>20)
+	fmt.Fprintf(w, "| adapter RSS (VmRSS / VmHWM; VmRSS = anonymous + file) | %d MB / %d MB; %d MB + %d MB |\n", r.mem.rss>>20, r.mem.hwm>>20, r.mem.anon>>20, r.mem.file>>20)
 	if r.covered < o.pods {
 		fmt.Fprintf(w, "| pods in the answer | never all: at most %d of %d within %s |\n", r.covered, o.pods, waitAllBound)
 	}

@@ -44,29 +44,39 @@ func parseCPUTime(s string) (time.Duration, error) {
 }
 
 // memory is a process's resident set now and its peak, in bytes.
-type memory struct{ rss, hwm int64 }
+// memory is a process's resident memory in bytes: VmRSS, VmHWM (its peak),
+// and VmRSS split into anonymous pages (heap, stacks: what GOMEMLIMIT
+// governs) and file pages (the mapped executable).
+type memory struct{ rss, hwm, anon, file int64 }
 
-// readMemory reads VmRSS and VmHWM from /proc/PID/status.
+// readMemory reads the process's memory from /proc/PID/status.
 func readMemory(pid int) (memory, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return memory{}, fmt.Errorf("read memory of pid %d: %w", pid, err)
 	}
+	return parseMemory(string(b))
+}
+
+// parseMemory reads VmRSS, VmHWM, RssAnon and RssFile from a
+// /proc/PID/status text.
+func parseMemory(status string) (memory, error) {
 	var m memory
-	for line := range strings.SplitSeq(string(b), "\n") {
+	fields := map[string]*int64{"VmRSS": &m.rss, "VmHWM": &m.hwm, "RssAnon": &m.anon, "RssFile": &m.file}
+	for line := range strings.SplitSeq(status, "\n") {
 		name, rest, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
+		dst := fields[name]
+		if !ok || dst == nil {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return memory{}, fmt.Errorf("pid %d %s: %w", pid, name, err)
+			return memory{}, fmt.Errorf("%s: %w", name, err)
 		}
-		if name == "VmRSS" {
-			m.rss = kb << 10
-		} else {
-			m.hwm = kb << 10
-		}
+		*dst = kb << 10
+	}
+	if m.rss == 0 {
+		return memory{}, fmt.Errorf("no VmRSS in %.60q", status)
 	}
 	return m, nil
 }
