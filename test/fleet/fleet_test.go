@@ -39,6 +39,10 @@ func TestValidateMemoryLimit(t *testing.T) {
 				if env := o.adapterEnv(); tt.bytes > 0 && (len(env) != 1 || env[0] != "MEMORY_LIMIT_BYTES="+strconv.FormatInt(tt.bytes, 10)) {
 					t.Errorf("adapter env = %q", env)
 				}
+				o.adapterEnvVars = []string{"GOGC=50"}
+				if env := o.adapterEnv(); len(env) == 0 || env[0] != "GOGC=50" {
+					t.Errorf("adapter env with GOGC = %q", env)
+				}
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -75,6 +79,19 @@ func TestParseMemory(t *testing.T) {
 	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t lots kB\n"} {
 		if _, err := parseMemory(bad); err == nil {
 			t.Errorf("parseMemory(%q): no error", bad)
+		}
+	}
+}
+
+func TestValidateAdapterEnv(t *testing.T) {
+	for _, tt := range []struct {
+		env []string
+		ok  bool
+	}{{[]string{"GOGC=50", "GODEBUG=gctrace=1"}, true}, {[]string{"GOGC"}, false}, {[]string{"=1"}, false}} {
+		o := validOptions()
+		o.adapterEnvVars = tt.env
+		if err := o.validate(); (err == nil) != tt.ok {
+			t.Errorf("validate with -adapter-env %q: %v", tt.env, err)
 		}
 	}
 }

@@ -61,6 +61,9 @@ type options struct {
 	// of it.
 	memoryLimit      string
 	memoryLimitBytes int64
+	// adapterEnvVars are KEY=VALUE pairs added to the adapter's environment
+	// (e.g. GOGC=50).
+	adapterEnvVars []string
 }
 
 func parseClients(s string) ([]int, error) {
@@ -95,6 +98,11 @@ func (o *options) validate() error {
 	if o.quiet < time.Second || o.loadDuration < time.Second {
 		errs = append(errs, errors.New("-quiet and -load-duration must be at least 1s"))
 	}
+	for _, kv := range o.adapterEnvVars {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("-adapter-env: %q is not KEY=VALUE", kv))
+		}
+	}
 	if o.memoryLimit != "" {
 		q, err := resource.ParseQuantity(o.memoryLimit)
 		if err != nil || q.Sign() <= 0 {
@@ -124,6 +132,8 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-clients-N.pprof), heap after the quiet window (heap.pprof)")
 	var adapterArgs string
 	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")
+	var adapterEnv string
+	flag.StringVar(&adapterEnv, "adapter-env", "", "extra adapter environment, space-separated KEY=VALUE pairs (e.g. \"GOGC=50\")")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "", "the adapter's memory limit as the chart would set it (e.g. 200Mi): passed as MEMORY_LIMIT_BYTES, so GOMEMLIMIT is 90% of it; empty: none")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
 	// The child mode: serve pods [from, to) and take commands on an address.
@@ -133,6 +143,7 @@ func main() {
 	flag.StringVar(&serveControl, "serve-control", "", "internal: the command address (child process)")
 	flag.Parse()
 	o.adapterArgs = strings.Fields(adapterArgs)
+	o.adapterEnvVars = strings.Fields(adapterEnv)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,8 +253,9 @@ func (e *env) teardown(say func(string, ...any)) error {
 
 // adapterEnv is the adapter's environment beyond this tool's own.
 func (o options) adapterEnv() []string {
-	if o.memoryLimitBytes == 0 {
-		return nil
+	env := slices.Clone(o.adapterEnvVars)
+	if o.memoryLimitBytes > 0 {
+		env = append(env, "MEMORY_LIMIT_BYTES="+fmt.Sprint(o.memoryLimitBytes))
 	}
-	return []string{"MEMORY_LIMIT_BYTES=" + fmt.Sprint(o.memoryLimitBytes)}
+	return env
 }
