@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -741,5 +742,35 @@ func TestDefect9_GPUAgentLeastPrivilege(t *testing.T) {
 	}
 	if n := len(byKind(decode(t, out), "NetworkPolicy")); n != 0 {
 		t.Errorf("%d NetworkPolicies with gpuAgent.networkPolicy.enabled=false", n)
+	}
+}
+
+func TestExtraEnv(t *testing.T) {
+	helm := helmBinary(t)
+	out, err := render(t, helm, "", "--set", "adapter.extraEnv[0].name=GOGC", "--set-string", "adapter.extraEnv[0].value=50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c := deployment(t, decode(t, out))
+	env, _ := c["env"].([]any)
+	var names []string
+	for _, e := range env {
+		m, _ := e.(map[string]any)
+		names = append(names, fmt.Sprint(m["name"]))
+		if m["name"] == "GOGC" && m["value"] != "50" {
+			t.Errorf("GOGC = %v, want \"50\"", m["value"])
+		}
+	}
+	if want := []string{"POD_NAMESPACE", "MEMORY_LIMIT_BYTES", "GOGC"}; !slices.Equal(names, want) {
+		t.Errorf("env names %v, want %v", names, want)
+	}
+	for _, args := range [][]string{
+		{"--set", "adapter.extraEnv[0].name=MEMORY_LIMIT_BYTES", "--set-string", "adapter.extraEnv[0].value=1"},
+		{"--set", "adapter.extraEnv[0].name=GOGC"},
+		{"--set", "adapter.extraEnv[0].name=not-a-name", "--set-string", "adapter.extraEnv[0].value=1"},
+	} {
+		if _, err := render(t, helm, "", args...); err == nil || !strings.Contains(err.Error(), "extraEnv") {
+			t.Errorf("render %q: %v, want a schema error about extraEnv", args, err)
+		}
 	}
 }
