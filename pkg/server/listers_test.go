@@ -36,7 +36,7 @@ func fullPod(i int) *corev1.Pod {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "vllm-7d9f8b6c4",
 				UID: "0b5e3c1a-2d4f-4e6a-8b9c-1d2e3f4a5b6c", Controller: new(true), BlockOwnerDeletion: new(true)}},
 			Finalizers:    []string{"example.com/keep"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`)}},
 		},
 		Spec: corev1.PodSpec{
 			NodeName: "gpu-node-3", ServiceAccountName: "default", SchedulerName: "default-scheduler", DNSPolicy: corev1.DNSClusterFirst,
