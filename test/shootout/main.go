@@ -38,6 +38,7 @@ type config struct {
 	binDir         string
 	traces         []string
 	policies       string
+	pols           []policy // policies, parsed by parseFlags
 	compress       float64
 	coldStart      time.Duration
 	duration       time.Duration // simulated; 0: the whole trace
@@ -101,7 +102,8 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if cfg.pick != pickLeastLoaded && cfg.pick != pickRoundRobin {
 		errs = append(errs, fmt.Errorf("-picker must be %s or %s, got %q", pickLeastLoaded, pickRoundRobin, cfg.pick))
 	}
-	if _, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas); err != nil {
+	var err error
+	if cfg.pols, err = selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas); err != nil {
 		errs = append(errs, fmt.Errorf("-policies: %w", err))
 	}
 	if cfg.coldStart < 0 || cfg.duration < 0 || cfg.slo.TTFT <= 0 || cfg.slo.TPOT <= 0 {
@@ -200,10 +202,6 @@ func run(ctx context.Context, cfg config) (err error) {
 		say("trace %s: %d requests over %s simulated, %d bursts, %d prompts clipped to max-model-len %d", t.name, len(t.reqs), t.reqs[len(t.reqs)-1].At.Round(time.Second), len(t.bursts), t.clipped, cfg.maxModelLen)
 		traces = append(traces, t)
 	}
-	pols, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas)
-	if err != nil {
-		return err
-	}
 	e, err := setUp(ctx, cfg, tm, say)
 	defer func() {
 		if e != nil {
@@ -218,7 +216,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	for _, t := range traces {
 		rep := report{Trace: t.name, Requests: len(t.reqs), Clipped: t.clipped, Bursts: len(t.bursts), Timing: tm, SLO: cfg.slo,
 			Picker: cfg.pick, RateScale: cfg.rateScale, MinReplicas: cfg.minReplicas, MaxReplicas: cfg.maxReplicas, Profile: sim.ProfileLlama3_8BA100}
-		for _, p := range pols {
+		for _, p := range cfg.pols {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

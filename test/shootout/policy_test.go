@@ -68,3 +68,21 @@ func TestTimingInexact(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFlagsSelectsPolicies(t *testing.T) {
+	getenv := func(string) string { return "/bin" }
+	cfg, err := parseFlags([]string{"-policies", "gpu-80,q1=inference_queue_size:1"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range cfg.pols {
+		names = append(names, p.Name)
+	}
+	if diff := cmp.Diff([]string{"gpu-80", "q1"}, names); diff != "" {
+		t.Errorf("policies (-want +got):\n%s", diff)
+	}
+	if cfg, err = parseFlags(nil, getenv); err != nil || len(cfg.pols) != len(defaultPolicies(256, 8)) {
+		t.Errorf("default policies: %d (%v), want every policy", len(cfg.pols), err)
+	}
+}
