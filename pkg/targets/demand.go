@@ -119,9 +119,11 @@ func (d *demandSet) remove(namespace string, nd *nsDemand, e *list.Element) {
 	}
 }
 
-// expire drops the entries last asked before cutoff. Its cost is the number
-// of namespaces plus the number of entries dropped.
-func (d *demandSet) expire(cutoff time.Time) {
+// expire drops the entries last asked before cutoff and reports whether it
+// dropped any. Its cost is the number of namespaces plus the number of
+// entries dropped.
+func (d *demandSet) expire(cutoff time.Time) bool {
+	before := d.n
 	for ns, nd := range d.ns {
 		for e := nd.lru.Back(); e != nil && e.Value.(*want).lastAsk.Before(cutoff); e = nd.lru.Back() {
 			d.remove(ns, nd, e)
@@ -130,6 +132,7 @@ func (d *demandSet) expire(cutoff time.Time) {
 			}
 		}
 	}
+	return d.n != before
 }
 
 // generation returns the generation of namespace's demand; 0 when it has none.
