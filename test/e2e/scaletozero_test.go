@@ -158,8 +158,12 @@ func TestScaleFromAndToZero(t *testing.T) {
 		t.Errorf("no model pod turned Ready")
 	case firstTok.IsZero():
 		t.Errorf("no held request got a first token")
-	case firstTok.Before(tl.podReady):
-		t.Errorf("a first token at %s came before any model pod was Ready at %s", firstTok, tl.podReady)
+	case firstTok.Before(tl.noneReady):
+		// tl.podReady is when the poll first saw a Ready pod, up to a poll
+		// later than the pod turned Ready; tl.noneReady is before a pod
+		// list that still showed none, so a token before it is certainly
+		// too early.
+		t.Errorf("a first token at %s came before any model pod was Ready: a pod list begun at %s showed none Ready", firstTok, tl.noneReady)
 	}
 	if answered != len(report.Results) {
 		t.Errorf("%d of %d requests held at the front door were not answered", len(report.Results)-answered, len(report.Results))
@@ -239,9 +243,13 @@ func firstTokens(r *loadgen.Report, start time.Time) (first, firstToken time.Tim
 	return first, firstToken, answered
 }
 
-// timeline is what zeroWatch saw after markLoad: the first time of each event.
+// timeline is what zeroWatch saw after markLoad: the first time of each
+// event, stamped before the observation that saw it (so up to one poll
+// late), and noneReady, the stamp of the last observation whose pod list
+// showed no Ready pod (so the first pod turned Ready after it).
 type timeline struct {
 	pendingServed, scaledUp, podRunning, podReady time.Time
+	noneReady                                     time.Time
 	peak                                          int32
 	changes                                       []replicaChange // spec.replicas as it changed
 }
@@ -314,8 +322,9 @@ func (w *zeroWatch) observe(ctx context.Context, e *framework.Environment, metri
 	if dep, err := e.ControlPlane.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
 		replicas = *dep.Spec.Replicas
 	}
-	running, ready := false, false
+	running, ready, listed := false, false, false
 	if pods, err := e.ControlPlane.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()}); err == nil {
+		listed = true
 		for _, p := range pods.Items {
 			running = running || (p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "")
 			for _, c := range p.Status.Conditions {
@@ -334,6 +343,9 @@ func (w *zeroWatch) observe(ctx context.Context, e *framework.Environment, metri
 	set(&w.tl.scaledUp, replicas > 0)
 	set(&w.tl.podRunning, running)
 	set(&w.tl.podReady, ready)
+	if listed && !ready && w.tl.podReady.IsZero() {
+		w.tl.noneReady = now
+	}
 	w.tl.peak = max(w.tl.peak, replicas)
 	if n := len(w.tl.changes); replicas >= 0 && (n == 0 || w.tl.changes[n-1].replicas != replicas) {
 		w.tl.changes = append(w.tl.changes, replicaChange{at: now, replicas: replicas})
