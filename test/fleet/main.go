@@ -35,6 +35,9 @@ import (
 // envBin names the control-plane binaries' directory (test/tools/build.sh).
 const envBin = "IMA_E2E_BIN"
 
+// cgroupRoot is where cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
 // podsPerProc is how many pods one fake-fleet process serves when -procs
 // is 0: each pod takes a listener and one or two keep-alive connections,
 // and these machines allow 20,000 open files per process.
@@ -61,6 +64,9 @@ type options struct {
 	// of it.
 	memoryLimit      string
 	memoryLimitBytes int64
+	// enforceMemoryLimit runs the adapter in a memory cgroup limited to
+	// memoryLimit, as the kubelet runs a container (cgroup.go).
+	enforceMemoryLimit bool
 	// adapterEnvVars are KEY=VALUE pairs added to the adapter's environment
 	// (e.g. GOGC=50).
 	adapterEnvVars []string
@@ -110,6 +116,9 @@ func (o *options) validate() error {
 		}
 		o.memoryLimitBytes = q.Value()
 	}
+	if o.enforceMemoryLimit && o.memoryLimit == "" {
+		errs = append(errs, errors.New("-enforce-memory-limit needs -memory-limit"))
+	}
 	if o.procs == 0 {
 		o.procs = (o.pods + podsPerProc - 1) / podsPerProc
 	}
@@ -135,6 +144,7 @@ func main() {
 	var adapterEnv string
 	flag.StringVar(&adapterEnv, "adapter-env", "", "extra adapter environment, space-separated KEY=VALUE pairs (e.g. \"GOGC=50\")")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "", "the adapter's memory limit as the chart would set it (e.g. 200Mi): passed as MEMORY_LIMIT_BYTES, so GOMEMLIMIT is 90% of it; empty: none")
+	flag.BoolVar(&o.enforceMemoryLimit, "enforce-memory-limit", false, "also run the adapter in a memory cgroup limited to -memory-limit, as the kubelet runs a container (needs root and a cgroup v1 memory hierarchy or the v2 memory controller); reports what the kernel accounted and any OOM kill")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
 	// The child mode: serve pods [from, to) and take commands on an address.
 	flag.IntVar(&serveFrom, "serve-from", -1, "internal: serve pods from this index (child process)")

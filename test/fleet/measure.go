@@ -150,8 +150,11 @@ type latencyRun struct {
 
 // results is everything the table shows.
 type results struct {
-	quiet     usage
-	mem       memory
+	quiet usage
+	mem   memory
+	// cgroup is the adapter's memory cgroup's accounting after the last
+	// latency run, with -enforce-memory-limit.
+	cgroup    *cgroupStats
 	freshness []time.Duration
 	missed    int // trials whose change never showed within the bound
 	// covered is the most pods one answer held while waiting for all.
@@ -225,6 +228,13 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 			return r, err
 		}
 		r.latency = append(r.latency, lr)
+	}
+	if e.cgroup != nil {
+		s, err := e.cgroup.stats()
+		if err != nil {
+			return r, fmt.Errorf("read the adapter's cgroup: %w", err)
+		}
+		r.cgroup = &s
 	}
 	return r, ctx.Err()
 }
@@ -350,6 +360,13 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+func mbOrNA(b int64) string {
+	if b < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%d MB", b>>20)
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 // print writes the results as Markdown tables.
@@ -375,6 +392,14 @@ func (r *results) print(w io.Writer, o options) {
 			float64(q.cpu[roleFleet])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleFleet].Seconds()/q.window.Seconds())
 	}
 	fmt.Fprintf(w, "| adapter RSS (VmRSS / VmHWM; VmRSS = anonymous + file) | %d MB / %d MB; %d MB + %d MB |\n", r.mem.rss>>20, r.mem.hwm>>20, r.mem.anon>>20, r.mem.file>>20)
+	if c := r.cgroup; c != nil {
+		hits := "n/a on cgroup v2"
+		if c.limitHits >= 0 {
+			hits = fmt.Sprint(c.limitHits)
+		}
+		fmt.Fprintf(w, "| adapter memory cgroup, limit %s enforced by the kernel (after the last latency run) | usage %d MB (anonymous %d MB + page cache %d MB), peak %s; OOM kills %d; charges that hit the limit %s |\n",
+			o.memoryLimit, c.usage>>20, c.anon>>20, c.file>>20, mbOrNA(c.peak), c.oomKills, hits)
+	}
 	if r.covered < o.pods {
 		fmt.Fprintf(w, "| pods in the answer | never all: at most %d of %d within %s |\n", r.covered, o.pods, waitAllBound)
 	}

@@ -46,6 +46,8 @@ type env struct {
 	client kubernetes.Interface
 	// metrics reads the answers' values with the HPA's typed client.
 	metrics *framework.MetricsClient
+	// cgroup holds the adapter with -enforce-memory-limit; nil otherwise.
+	cgroup *memCgroup
 }
 
 // run sets everything up, measures, prints the table and tears down.
@@ -101,6 +103,18 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 	adapterBin, err := framework.BuildCommand(ctx, root, bin, framework.ComponentAdapter)
 	if err != nil {
 		return err
+	}
+	if o.enforceMemoryLimit {
+		if e.cgroup, err = newMemCgroup(cgroupRoot, o.memoryLimitBytes); err != nil {
+			return err
+		}
+		say("the adapter runs in memory cgroup %s, limited to %s", e.cgroup.dir, o.memoryLimit)
+		if err := dropPageCache(adapterBin); err != nil {
+			return err
+		}
+		if adapterBin, err = e.cgroup.wrap(adapterBin); err != nil {
+			return err
+		}
 	}
 	if e.cp, err = framework.StartControlPlane(ctx, o.binDir, e.dir); err != nil {
 		return fmt.Errorf("start control plane: %w", err)
@@ -247,6 +261,9 @@ func (e *env) teardown(say func(string, ...any)) error {
 	}
 	if e.cp != nil {
 		errs = append(errs, e.cp.Stop())
+	}
+	if e.cgroup != nil {
+		errs = append(errs, e.cgroup.remove())
 	}
 	return errors.Join(errs...)
 }
