@@ -397,8 +397,8 @@ func (r *results) print(w io.Writer, o options) {
 		if c.limitHits >= 0 {
 			hits = fmt.Sprint(c.limitHits)
 		}
-		fmt.Fprintf(w, "| adapter memory cgroup, limit %s enforced by the kernel (after the last latency run) | usage %d MB (anonymous %d MB + page cache %d MB), peak %s; OOM kills %d; charges that hit the limit %s |\n",
-			o.memoryLimit, c.usage>>20, c.anon>>20, c.file>>20, mbOrNA(c.peak), c.oomKills, hits)
+		fmt.Fprintf(w, "| adapter memory cgroup, limit %s enforced by the kernel (after the last latency run) | usage %d MB (anonymous %d MB + page cache %d MB + kernel %d MB), peak %s; OOM kills %d; charges that hit the limit %s |\n",
+			o.memoryLimit, c.usage>>20, c.anon>>20, c.file>>20, max(c.usage-c.anon-c.file, 0)>>20, mbOrNA(c.peak), c.oomKills, hits)
 	}
 	if r.covered < o.pods {
 		fmt.Fprintf(w, "| pods in the answer | never all: at most %d of %d within %s |\n", r.covered, o.pods, waitAllBound)
