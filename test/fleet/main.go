@@ -60,8 +60,7 @@ type options struct {
 	adapterArgs []string
 	// memoryLimit, when set (e.g. 200Mi), is passed to the adapter as
 	// MEMORY_LIMIT_BYTES (memoryLimitBytes, set by validate), as the chart
-	// passes the container's limit: the adapter then sets GOMEMLIMIT to 90%
-	// of it.
+	// passes the container's limit: the adapter then sets GOMEMLIMIT from it.
 	memoryLimit      string
 	memoryLimitBytes int64
 	// enforceMemoryLimit runs the adapter in a memory cgroup limited to
@@ -143,7 +142,7 @@ func main() {
 	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")
 	var adapterEnv string
 	flag.StringVar(&adapterEnv, "adapter-env", "", "extra adapter environment, space-separated KEY=VALUE pairs (e.g. \"GOGC=50\")")
-	flag.StringVar(&o.memoryLimit, "memory-limit", "", "the adapter's memory limit as the chart would set it (e.g. 200Mi): passed as MEMORY_LIMIT_BYTES, so GOMEMLIMIT is 90% of it; empty: none")
+	flag.StringVar(&o.memoryLimit, "memory-limit", "", "the adapter's memory limit as the chart would set it (e.g. 200Mi): passed as MEMORY_LIMIT_BYTES, from which the adapter sets GOMEMLIMIT (less 96 MiB); empty: none")
 	flag.BoolVar(&o.enforceMemoryLimit, "enforce-memory-limit", false, "also run the adapter in a memory cgroup limited to -memory-limit, as the kubelet runs a container (needs root and a cgroup v1 memory hierarchy or the v2 memory controller); reports what the kernel accounted and any OOM kill")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
 	// The child mode: serve pods [from, to) and take commands on an address.
