@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -102,5 +103,37 @@ func BenchmarkResync10000(b *testing.B) {
 				tr.reconcile(bc.force)
 			}
 		})
+	}
+}
+
+// flakyLister fails List while failing is set.
+type flakyLister struct {
+	corelisters.PodLister
+	failing bool
+}
+
+func (f *flakyLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
+	if f.failing {
+		return nil, errors.New("cache unavailable")
+	}
+	return f.PodLister.List(sel)
+}
+
+// TestResyncRetriesAfterAFailedList: a reconcile whose pod list fails
+// leaves the tracker marked changed, so the next resync tick tries again
+// rather than waiting for fullResync.
+func TestResyncRetriesAfterAFailedList(t *testing.T) {
+	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
+	lister := &flakyLister{PodLister: corelisters.NewPodLister(podIndex(t, testPod("a", map[string]string{AnnotationScrape: "true"}, port))), failing: true}
+	setter := &countSetter{}
+	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second}, lister, testScraper{setter, &recProber{}}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	tr.Reconcile()
+	if setter.calls != 0 {
+		t.Fatalf("%d target sets after a failed list, want none", setter.calls)
+	}
+	lister.failing = false
+	tr.reconcile(false)
+	if setter.calls != 1 || names(setter.last) != "[a]" {
+		t.Fatalf("after the list recovered: %d target sets, the last %s; want 1, [a]", setter.calls, names(setter.last))
 	}
 }

@@ -297,12 +297,13 @@ func (t *Tracker) reconcile(force bool) {
 	if !force && !dirty && !expired && now.Sub(t.lastFull) < fullResync {
 		return
 	}
-	t.lastFull = now
 	pods, err := t.pods.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "Listing pods from the informer cache")
+		t.dirty.Store(true) // the next resync tries again
 		return
 	}
+	t.lastFull = now
 	shadowed := shadowedPods(pods)
 
 	results := make(map[types.NamespacedName]classified, len(t.results))
