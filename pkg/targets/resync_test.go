@@ -124,16 +124,19 @@ func (f *flakyLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
 // rather than waiting for fullResync.
 func TestResyncRetriesAfterAFailedList(t *testing.T) {
 	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
-	lister := &flakyLister{PodLister: corelisters.NewPodLister(podIndex(t, testPod("a", map[string]string{AnnotationScrape: "true"}, port))), failing: true}
+	lister := &flakyLister{PodLister: corelisters.NewPodLister(podIndex(t, testPod("a", map[string]string{AnnotationScrape: "true"}, port)))}
 	setter := &countSetter{}
 	tr := New(Config{DemandTTL: time.Minute, Resync: time.Second}, lister, testScraper{setter, &recProber{}}, testStore{knownSet{}, &retained{}}, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	tr.Reconcile()
-	if setter.calls != 0 {
-		t.Fatalf("%d target sets after a failed list, want none", setter.calls)
+	lister.failing = true
+	tr.Poke()
+	tr.reconcile(false)
+	if setter.calls != 1 {
+		t.Fatalf("%d target sets after a failed list, want only the first", setter.calls)
 	}
 	lister.failing = false
 	tr.reconcile(false)
-	if setter.calls != 1 || names(setter.last) != "[a]" {
-		t.Fatalf("after the list recovered: %d target sets, the last %s; want 1, [a]", setter.calls, names(setter.last))
+	if setter.calls != 2 || names(setter.last) != "[a]" {
+		t.Fatalf("after the list recovered: %d target sets, the last %s; want 2, [a]", setter.calls, names(setter.last))
 	}
 }
