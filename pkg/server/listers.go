@@ -83,48 +83,38 @@ type watched struct {
 //   - status: phase, pod IP and the Ready condition's status (Running, Ready).
 //
 // A new field read anywhere in the adapter must be added here; the test
-// TestSlimPodKeepsWhatTheAdapterReads lists them.
-func slimPod(obj interface{}) (interface{}, error) {
+// TestSlimPodKeepsWhatTheAdapterReads lists them. Parts that many pods hold
+// alike (labels, annotations, owner references, the containers' ports, the
+// Ready condition) are shared between the pods that hold them (sharedParts).
+func (sp *sharedParts) slimPod(obj interface{}) (interface{}, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	s := &corev1.Pod{
+	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              p.Name,
 			Namespace:         p.Namespace,
 			UID:               p.UID,
 			ResourceVersion:   p.ResourceVersion,
-			Labels:            p.Labels,
-			Annotations:       p.Annotations,
-			OwnerReferences:   p.OwnerReferences,
+			Labels:            sp.stringMap(sp.labels, p.Labels),
+			Annotations:       sp.stringMap(sp.annotations, p.Annotations),
+			OwnerReferences:   sp.ownerRefs(p.OwnerReferences),
 			CreationTimestamp: p.CreationTimestamp,
 			DeletionTimestamp: p.DeletionTimestamp,
 		},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		Status: corev1.PodStatus{
-			Phase: p.Status.Phase,
-			PodIP: p.Status.PodIP,
+		Spec: corev1.PodSpec{
+			NodeName:    p.Spec.NodeName,
+			HostNetwork: p.Spec.HostNetwork,
+			Containers:  sp.portContainers(p),
 		},
-	}
-	for _, c := range p.Spec.Containers {
-		if len(c.Ports) == 0 {
-			continue
-		}
-		ports := make([]corev1.ContainerPort, len(c.Ports))
-		for i, cp := range c.Ports {
-			ports[i] = corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort}
-		}
-		s.Spec.Containers = append(s.Spec.Containers, corev1.Container{Name: c.Name, Ports: ports})
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			s.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-			break
-		}
-	}
-	return s, nil
+		Status: corev1.PodStatus{
+			Phase:      p.Status.Phase,
+			PodIP:      p.Status.PodIP,
+			Conditions: sp.readyCondition(p),
+		},
+	}, nil
 }
 
 func newWatched(newFactory func(ns string) informers.SharedInformerFactory, namespaces []string) (*watched, error) {
@@ -132,11 +122,12 @@ func newWatched(newFactory func(ns string) informers.SharedInformerFactory, name
 		namespaces = []string{""}
 	}
 	w := &watched{}
+	shared := newSharedParts() // one for all the factories' pod informers
 	pl, dl, sl := podListers{}, deploymentListers{}, statefulSetListers{}
 	for _, ns := range namespaces {
 		f := newFactory(ns)
 		pi := f.Core().V1().Pods()
-		if err := pi.Informer().SetTransform(slimPod); err != nil {
+		if err := pi.Informer().SetTransform(shared.slimPod); err != nil {
 			return nil, err
 		}
 		di := f.Apps().V1().Deployments()
