@@ -18,15 +18,30 @@ import (
 // cgroup, reclaims file pages at the limit, and OOM-kills the adapter if
 // what cannot be reclaimed exceeds it. Both cgroup v1 (a memory hierarchy
 // at /sys/fs/cgroup/memory) and v2 (the memory controller enabled at the
-// root) are handled.
+// root) are handled; they differ only in their files' names (cgroupFiles).
 type memCgroup struct {
-	dir string
-	v2  bool
+	dir   string
+	files cgroupFiles
 }
+
+// cgroupFiles names a cgroup version's memory files and memory.stat keys.
+type cgroupFiles struct {
+	limit, usage, peak string
+	failcnt            string // "" where the version has none
+	anon, file         string // keys of memory.stat
+	oom                string // the file with the oom_kill count
+}
+
+var (
+	cgroupV1 = cgroupFiles{limit: "memory.limit_in_bytes", usage: "memory.usage_in_bytes", peak: "memory.max_usage_in_bytes",
+		failcnt: "memory.failcnt", anon: "rss", file: "cache", oom: "memory.oom_control"}
+	cgroupV2 = cgroupFiles{limit: "memory.max", usage: "memory.current", peak: "memory.peak",
+		anon: "anon", file: "file", oom: "memory.events"}
+)
 
 // cgroupStats is what the kernel accounted to the cgroup.
 type cgroupStats struct {
-	usage, peak int64 // bytes charged now, and the most ever
+	usage, peak int64 // bytes charged now, and the most ever (-1: not reported)
 	anon, file  int64 // of usage: anonymous pages, page cache
 	oomKills    int64
 	limitHits   int64 // v1 failcnt: charges that hit the limit (reclaim); -1 on v2
@@ -39,30 +54,19 @@ func newMemCgroup(root string, limit int64) (*memCgroup, error) {
 	var c *memCgroup
 	switch {
 	case hasWord(filepath.Join(root, "cgroup.subtree_control"), "memory"):
-		c = &memCgroup{dir: filepath.Join(root, name), v2: true}
-	case exists(filepath.Join(root, "memory", "memory.limit_in_bytes")):
-		c = &memCgroup{dir: filepath.Join(root, "memory", name)}
+		c = &memCgroup{dir: filepath.Join(root, name), files: cgroupV2}
+	case exists(filepath.Join(root, "memory", cgroupV1.limit)):
+		c = &memCgroup{dir: filepath.Join(root, "memory", name), files: cgroupV1}
 	default:
 		return nil, fmt.Errorf("-enforce-memory-limit needs a memory cgroup: neither %s/memory (v1) nor the v2 memory controller in %s/cgroup.subtree_control was found", root, root)
 	}
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
-	file := "memory.limit_in_bytes"
-	if c.v2 {
-		file = "memory.max"
-	}
-	if err := c.write(file, strconv.FormatInt(limit, 10)); err != nil {
-		return nil, errors.Join(err, c.remove())
+	if err := os.WriteFile(filepath.Join(c.dir, c.files.limit), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+		return nil, errors.Join(fmt.Errorf("cgroup %s: write %s: %w", c.dir, c.files.limit, err), c.remove())
 	}
 	return c, nil
-}
-
-func (c *memCgroup) write(file, value string) error {
-	if err := os.WriteFile(filepath.Join(c.dir, file), []byte(value), 0o644); err != nil {
-		return fmt.Errorf("cgroup %s: write %s: %w", c.dir, file, err)
-	}
-	return nil
 }
 
 // wrap writes, next to bin, a script that moves itself into the cgroup and
@@ -79,54 +83,40 @@ func (c *memCgroup) wrap(bin string) (string, error) {
 
 // stats reads the cgroup's memory accounting.
 func (c *memCgroup) stats() (cgroupStats, error) {
-	var s cgroupStats
-	read := func(file string) (int64, error) {
-		b, err := os.ReadFile(filepath.Join(c.dir, file))
-		if err != nil {
-			return 0, err
-		}
-		return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	}
+	f := c.files
+	s := cgroupStats{peak: -1, limitHits: -1}
 	var err error
-	if c.v2 {
-		if s.usage, err = read("memory.current"); err != nil {
-			return s, err
-		}
-		if s.peak, err = read("memory.peak"); err != nil {
-			s.peak = -1 // kernels before 5.19 have no memory.peak
-		}
-		stat, err := keyed(filepath.Join(c.dir, "memory.stat"))
-		if err != nil {
-			return s, err
-		}
-		s.anon, s.file = stat["anon"], stat["file"]
-		events, err := keyed(filepath.Join(c.dir, "memory.events"))
-		if err != nil {
-			return s, err
-		}
-		s.oomKills, s.limitHits = events["oom_kill"], -1
-		return s, nil
-	}
-	if s.usage, err = read("memory.usage_in_bytes"); err != nil {
+	if s.usage, err = c.number(f.usage); err != nil {
 		return s, err
 	}
-	if s.peak, err = read("memory.max_usage_in_bytes"); err != nil {
-		return s, err
+	if peak, err := c.number(f.peak); err == nil {
+		s.peak = peak // v2 kernels before 5.19 have no memory.peak
 	}
-	if s.limitHits, err = read("memory.failcnt"); err != nil {
-		return s, err
+	if f.failcnt != "" {
+		if s.limitHits, err = c.number(f.failcnt); err != nil {
+			return s, err
+		}
 	}
 	stat, err := keyed(filepath.Join(c.dir, "memory.stat"))
 	if err != nil {
 		return s, err
 	}
-	s.anon, s.file = stat["rss"], stat["cache"]
-	oom, err := keyed(filepath.Join(c.dir, "memory.oom_control"))
+	s.anon, s.file = stat[f.anon], stat[f.file]
+	oom, err := keyed(filepath.Join(c.dir, f.oom))
 	if err != nil {
 		return s, err
 	}
 	s.oomKills = oom["oom_kill"]
 	return s, nil
+}
+
+// number reads a cgroup file that holds one number.
+func (c *memCgroup) number(file string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(c.dir, file))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // remove deletes the cgroup once the processes in it have exited.
