@@ -33,6 +33,7 @@ const staleSlack = 3 * time.Second
 // answer is one question through the aggregator, as the HPA asks it.
 type answer struct {
 	start   time.Time
+	end     time.Time // when the answer arrived
 	err     error
 	values  map[string]float64 // pod name -> value answered
 	healthy bool               // every stable pod, each with its own value
@@ -218,7 +219,7 @@ func (e *env) check(ctx context.Context, reg *registry, tl *timeline) {
 				if ctx.Err() != nil {
 					return
 				}
-				tl.direct(judge(reg, tl, answer{start: start, err: err, values: values}))
+				tl.direct(judge(reg, tl, answer{start: start, end: time.Now(), err: err, values: values}))
 			}
 		}
 	})
@@ -249,7 +250,7 @@ func (e *env) check(ctx context.Context, reg *registry, tl *timeline) {
 			if ctx.Err() != nil {
 				return
 			}
-			tl.add(judge(reg, tl, answer{start: start, err: err, values: values}))
+			tl.add(judge(reg, tl, answer{start: start, end: time.Now(), err: err, values: values}))
 		})
 	}
 }
@@ -276,8 +277,13 @@ func judge(reg *registry, tl *timeline, a answer) answer {
 				tl.violate(a.start, vWrong, "pod %s answered %v, serves %d", pod, got, want)
 			}
 		}
-		if since, broken := reg.brokenSince(pod, a.start); broken && a.start.Sub(since) > maxAge+staleSlack {
-			tl.violate(a.start, vStale, "pod %s answered %v %s after its page broke (max-age %s)", pod, got, a.start.Sub(since).Round(time.Millisecond), maxAge)
+		// The adapter read its store somewhere between the question's start
+		// and the answer's arrival. Only when the page stayed broken all
+		// that time can the value be nothing but the last one scraped before
+		// it broke; an answer that arrived after the page was mended may
+		// hold a fresh scrape of the mended page, which serves the same value.
+		if since, broken := reg.brokenThrough(pod, a.start, a.end); broken && a.start.Sub(since) > maxAge+staleSlack {
+			tl.violate(a.start, vStale, "pod %s answered %v %s after its page broke (max-age %s; the answer took %s)", pod, got, a.start.Sub(since).Round(time.Millisecond), maxAge, a.end.Sub(a.start).Round(time.Millisecond))
 		}
 	}
 	a.healthy = len(reg.stable) > 0

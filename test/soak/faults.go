@@ -198,9 +198,11 @@ func (e *env) pageFault(ctx context.Context, mode string, reg *registry, tl *tim
 		return nil // the pod went away meanwhile
 	}
 	sleep(ctx, pageBroken)
+	// Recorded as mended just before it is: an answer that arrives after
+	// the record may hold a scrape of the mended page.
 	ft.back = time.Now()
-	e.pods.setMode(ip, modeHealthy)
 	reg.mendPage(pod, ft.back)
+	e.pods.setMode(ip, modeHealthy)
 	want, _ := reg.value(pod)
 	ft.from, ft.ok = ft.back, func(a answer) bool { return a.err == nil && a.values[pod] == float64(want) }
 	ft.recovery, ft.recovered = tl.waitFor(ctx, ft.from, ft.bound+5*time.Second, ft.ok)

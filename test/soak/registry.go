@@ -108,12 +108,13 @@ func (r *registry) mendPage(pod string, at time.Time) {
 	}
 }
 
-// brokenSince returns when pod's page broke, if it was broken at t.
-func (r *registry) brokenSince(pod string, t time.Time) (time.Time, bool) {
+// brokenThrough returns when pod's page broke, if it was broken from start
+// until end without being mended in between.
+func (r *registry) brokenThrough(pod string, start, end time.Time) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, iv := range r.broken[pod] {
-		if iv.contains(t) {
+		if iv.contains(start) && iv.contains(end) {
 			return iv.from, true
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -148,28 +149,39 @@ func TestJudge(t *testing.T) {
 		r.add("victim", netip.MustParseAddr("127.4.0.3"), 33)
 		r.stable = []string{"stable-0"}
 		r.breakPage("victim", t0)
+		r.add("mended", netip.MustParseAddr("127.4.0.4"), 44)
+		r.breakPage("mended", t0)
+		r.mendPage("mended", t0.Add(pageBroken))
 		return r
 	}
+	pastMaxAge := t0.Add(maxAge + staleSlack + time.Second)
 	for _, tc := range []struct {
 		name        string
 		at          time.Time
+		took        time.Duration // 100ms when zero
 		values      map[string]float64
 		wantKinds   []string
 		wantHealthy bool
 	}{
-		{"all own values", t0, map[string]float64{"stable-0": 7, "old": 11, "new": 22}, nil, true},
-		{"missing stable pod is unhealthy, not a violation", t0, map[string]float64{"new": 22}, nil, false},
-		{"new pod with the old pod's value", t0, map[string]float64{"stable-0": 7, "new": 11}, []string{vInherited}, true},
-		{"old pod with the new pod's value", t0, map[string]float64{"stable-0": 7, "old": 22}, []string{vOccupant}, true},
-		{"zero", t0, map[string]float64{"stable-0": 7, "new": 0}, []string{vZero}, true},
-		{"foreign pod", t0, map[string]float64{"stable-0": 7, "ghost": 5}, []string{vForeign}, true},
-		{"wrong stable value", t0, map[string]float64{"stable-0": 8}, []string{vWrong}, false},
-		{"broken page within max-age", t0.Add(maxAge), map[string]float64{"stable-0": 7, "victim": 33}, nil, true},
-		{"broken page past max-age", t0.Add(maxAge + staleSlack + time.Second), map[string]float64{"stable-0": 7, "victim": 33}, []string{vStale}, true},
+		{"all own values", t0, 0, map[string]float64{"stable-0": 7, "old": 11, "new": 22}, nil, true},
+		{"missing stable pod is unhealthy, not a violation", t0, 0, map[string]float64{"new": 22}, nil, false},
+		{"new pod with the old pod's value", t0, 0, map[string]float64{"stable-0": 7, "new": 11}, []string{vInherited}, true},
+		{"old pod with the new pod's value", t0, 0, map[string]float64{"stable-0": 7, "old": 22}, []string{vOccupant}, true},
+		{"zero", t0, 0, map[string]float64{"stable-0": 7, "new": 0}, []string{vZero}, true},
+		{"foreign pod", t0, 0, map[string]float64{"stable-0": 7, "ghost": 5}, []string{vForeign}, true},
+		{"wrong stable value", t0, 0, map[string]float64{"stable-0": 8}, []string{vWrong}, false},
+		{"broken page within max-age", t0.Add(maxAge), 0, map[string]float64{"stable-0": 7, "victim": 33}, nil, true},
+		{"broken page past max-age", pastMaxAge, 0, map[string]float64{"stable-0": 7, "victim": 33}, []string{vStale}, true},
+		{"broken page past max-age, a slow answer still before the mending", pastMaxAge, pageBroken - maxAge - staleSlack - 2*time.Second, map[string]float64{"stable-0": 7, "mended": 44}, []string{vStale}, true},
+		// The answer arrived after the page was mended: its value may come
+		// from a scrape of the mended page.
+		{"broken page past max-age, answered after the mending", pastMaxAge, pageBroken, map[string]float64{"stable-0": 7, "mended": 44}, nil, true},
+		{"mended page", t0.Add(pageBroken), 0, map[string]float64{"stable-0": 7, "mended": 44}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tl := &timeline{}
-			a := judge(newReg(), tl, answer{start: tc.at, values: tc.values})
+			took := cmp.Or(tc.took, 100*time.Millisecond)
+			a := judge(newReg(), tl, answer{start: tc.at, end: tc.at.Add(took), values: tc.values})
 			var kinds []string
 			for _, v := range tl.violations {
 				kinds = append(kinds, v.kind)
