@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -234,27 +235,38 @@ func (s *lockedSink) Record(pod types.NamespacedName, at time.Time, page *parse.
 
 // BenchmarkLoops1000 runs 1,000 targets' scrape loops at a 1 s interval,
 // as the adapter runs them (one loop per pod, the default pools), for
-// b.N intervals, through each client. It reports the process's CPU per
-// scrape (getrusage; the loopback servers run in a process of their own)
-// and the stack and heap in use at the end, the figures that grow with the
-// number of pods.
+// b.N intervals, through each client, with the dispatcher's slack of
+// before (5ms) and of now (dispatchSlack: 50ms at 1s). It reports the
+// process's CPU per scrape (getrusage; the loopback servers run in a
+// process of their own) and the stack and heap in use at the end, the
+// figures that grow with the number of pods.
 //
 //	go test -run '^$' -bench BenchmarkLoops1000 -benchtime 10x ./pkg/scrape
 func BenchmarkLoops1000(b *testing.B) {
-	for _, cl := range clients {
-		b.Run(cl.name, func(b *testing.B) {
+	for _, bc := range []struct {
+		client string
+		use    func(b *testing.B, m *Manager)
+		slack  time.Duration
+	}{
+		{clients[0].name, clients[0].use, 0},
+		{clients[1].name, clients[1].use, 5 * time.Millisecond},
+		{clients[1].name, clients[1].use, 0},
+	} {
+		slack := cmp.Or(bc.slack, dispatchSlack(time.Second))
+		b.Run(fmt.Sprintf("%s/slack=%v", bc.client, slack), func(b *testing.B) {
 			const n = 1000
 			targets := pageServers(b, n)
 
 			cfg := DefaultConfig()
 			cfg.Interval, cfg.Timeout = time.Second, time.Second
 			cfg.NamespaceConcurrency = cfg.Concurrency
+			cfg.dispatchSlack = slack
 			sink := &countingSink{}
 			m, err := NewManager(cfg, sink, prometheus.NewRegistry())
 			if err != nil {
 				b.Fatal(err)
 			}
-			cl.use(b, m)
+			bc.use(b, m)
 			runManager(b, m)
 			m.SetTargets(targets)
 			time.Sleep(3 * cfg.Interval) // every loop started and scraped once

@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"math/rand/v2"
@@ -13,7 +14,7 @@ import (
 // scheduler runs the scrape loops of all targets on a fixed set of
 // goroutines: one dispatcher, which keeps the loops in a min-heap by next
 // due time and sleeps until the earliest (then starts every loop due within
-// a small slack, so one wake-up serves several), and Config.Concurrency
+// a slack, so that one wake-up serves several), and Config.Concurrency
 // runners, which scrape the loops the dispatcher hands them; a runner that
 // finishes a scrape takes the next queued loop itself. A loop is a small
 // struct, not a goroutine: the number of goroutines does not grow with the
@@ -32,8 +33,7 @@ type scheduler struct {
 	interval time.Duration
 	jitter   float64
 	// slack: a wake-up of the dispatcher also starts the loops due within
-	// slack from then, a little early, so that one wake-up serves several
-	// loops: min(interval/200, 5ms).
+	// slack from then, a little early (see dispatchSlack).
 	slack   time.Duration
 	share   int // most runners one namespace's loops hold at once
 	runners int
@@ -76,7 +76,7 @@ func newScheduler(cfg Config, run func(l *loop)) *scheduler {
 	return &scheduler{
 		interval:   cfg.Interval,
 		jitter:     cfg.Jitter,
-		slack:      min(cfg.Interval/200, 5*time.Millisecond),
+		slack:      cmp.Or(cfg.dispatchSlack, dispatchSlack(cfg.Interval)),
 		share:      cfg.namespaceConcurrency(),
 		runners:    cfg.Concurrency,
 		run:        run,
@@ -84,6 +84,21 @@ func newScheduler(cfg Config, run func(l *loop)) *scheduler {
 		wake:       make(chan struct{}, 1),
 		namespaces: map[string]*nsQueue{},
 	}
+}
+
+// dispatchSlack is how early a loop may start, so that the loops due close
+// together start together: min(interval/20, 50ms). Their scrapes then
+// overlap, and the network waits of several are served by one wake-up of
+// the runtime's poller, while the runner threads stay busy instead of
+// sleeping and waking for each scrape. With loops spread evenly over the
+// interval (their random start delays), 1,000 targets at 1s cost 0.069 ms of
+// the adapter's CPU per scrape with 50ms, against 0.129 ms with the 5ms
+// this once was (the fake fleet's serving cost fell alike: 0.069 against
+// 0.099 ms). A target is still scraped once per tick: the next tick follows
+// from the tick, not from the early start, so only the spacing of two
+// scrapes varies, by at most the slack.
+func dispatchSlack(interval time.Duration) time.Duration {
+	return min(interval/20, 50*time.Millisecond)
 }
 
 // start starts the dispatcher and the runners; they stop when ctx ends and
@@ -163,10 +178,7 @@ func (s *scheduler) dispatch(ctx context.Context) {
 	for {
 		s.mu.Lock()
 		now := time.Now()
-		for soon := now.Add(s.slack); len(s.due) > 0 && !s.due[0].tick.After(soon); {
-			l := heap.Pop(&s.due).(*loop)
-			s.enqueueLocked(l)
-		}
+		s.takeDueLocked(now)
 		s.startLocked(false)
 		next := time.Hour
 		if len(s.due) > 0 {
@@ -180,6 +192,14 @@ func (s *scheduler) dispatch(ctx context.Context) {
 		case <-s.wake:
 		case <-timer.C:
 		}
+	}
+}
+
+// takeDueLocked moves the loops due by now+slack from the heap to their
+// namespaces' queues.
+func (s *scheduler) takeDueLocked(now time.Time) {
+	for soon := now.Add(s.slack); len(s.due) > 0 && !s.due[0].tick.After(soon); {
+		s.enqueueLocked(heap.Pop(&s.due).(*loop))
 	}
 }
 

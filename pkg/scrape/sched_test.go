@@ -167,6 +167,62 @@ func TestSchedulerDueOrder(t *testing.T) {
 	}
 }
 
+// TestSchedulerSlack: one wake-up of the dispatcher takes every loop due
+// within the slack, early, and leaves the later ones in the heap; the slack
+// is a twentieth of the interval, at most 50ms.
+func TestSchedulerSlack(t *testing.T) {
+	for _, tc := range []struct {
+		interval, want time.Duration
+	}{
+		{10 * time.Millisecond, 500 * time.Microsecond},
+		{100 * time.Millisecond, 5 * time.Millisecond},
+		{time.Second, 50 * time.Millisecond},
+		{15 * time.Second, 50 * time.Millisecond},
+	} {
+		if got := dispatchSlack(tc.interval); got != tc.want {
+			t.Errorf("dispatchSlack(%v) = %v, want %v", tc.interval, got, tc.want)
+		}
+	}
+
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := testConfig()
+	cfg.Interval = time.Second
+	s := newScheduler(cfg, func(*loop) {})
+	offsets := map[string]time.Duration{
+		"overdue":          -time.Millisecond,
+		"now":              0,
+		"within the slack": 30 * time.Millisecond,
+		"at the slack":     50 * time.Millisecond,
+		"past the slack":   50*time.Millisecond + 1,
+		"later":            500 * time.Millisecond,
+	}
+	loops := map[string]*loop{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, off := range offsets {
+		l, _ := testLoop("ns", name)
+		l.tick, l.state = t0.Add(off), stateDue
+		heap.Push(&s.due, l)
+		loops[name] = l
+	}
+	s.takeDueLocked(t0)
+	for name, off := range offsets {
+		want := stateDue
+		if off <= 50*time.Millisecond {
+			want = stateQueued
+		}
+		if got := loops[name].state; got != want {
+			t.Errorf("loop due at %+v: state %v after a wake-up at 0, want %v", off, got, want)
+		}
+		if !loops[name].tick.Equal(t0.Add(off)) {
+			t.Errorf("loop due at %+v: tick moved to %+v", off, loops[name].tick.Sub(t0))
+		}
+	}
+	if len(s.due) != 2 || s.due[0] != loops["past the slack"] {
+		t.Errorf("heap holds %d loops, want the 2 due past the slack, earliest first", len(s.due))
+	}
+}
+
 // TestSchedulerJitter: a new loop's first scrape is due within
 // [now, now + Jitter × Interval).
 func TestSchedulerJitter(t *testing.T) {

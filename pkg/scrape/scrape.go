@@ -111,6 +111,10 @@ type Config struct {
 	// Servers are the servers the workers' parsers know: the built-in ones
 	// and the custom ones of --server-config. nil means the built-in ones.
 	Servers *parse.Servers
+
+	// dispatchSlack replaces dispatchSlack(Interval) when set: for the
+	// benchmark that compares slacks.
+	dispatchSlack time.Duration
 }
 
 // namespaceConcurrency is NamespaceConcurrency with its default applied.
