@@ -10,7 +10,10 @@
 //   - freshness: from a pod's value change to the first N-pod answer
 //     through the aggregator that shows it;
 //   - the adapter's CPU per pod-scrape and its RSS over a quiet window;
-//   - the N-pod answer's latency with 1, 10, 50, ... concurrent clients;
+//   - answer latency with 1, 10, 50, ... concurrent clients, for two
+//     questions: the N-pod list (a Pods metric, as an HPA asks it; its
+//     answer grows with N) and the sum over the N pods (an External metric;
+//     one value);
 //   - the scrapes per pod per second the fleet received.
 //
 // Every process it starts is stopped by PID before it exits. See
@@ -137,7 +140,7 @@ func main() {
 	flag.IntVar(&o.procs, "procs", 0, fmt.Sprintf("fake-fleet processes (0: one per %d pods)", podsPerProc))
 	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")
-	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-clients-N.pprof), heap after the quiet window (heap.pprof)")
+	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-QUESTION-clients-N.pprof, QUESTION list or sum), heap after the quiet window (heap.pprof)")
 	var adapterArgs string
 	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")
 	var adapterEnv string

@@ -22,11 +22,43 @@ func selectorPath() string {
 	return fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/%s/pods/*/%s", namespace, metric)
 }
 
-// ask GETs the N-pod answer through the aggregator and does not decode
-// it: the latency runs time the aggregator and the adapter, not the
-// client's decoding of a 1,000-item list on the same cores.
-func (e *env) ask(ctx context.Context) ([]byte, error) {
-	return e.client.CoreV1().RESTClient().Get().AbsPath(selectorPath()).
+// A question of the latency runs.
+type question string
+
+const (
+	// questionList is the N-pod list, one value per pod: what an HPA with
+	// a Pods metric asks. Its answer grows with N.
+	questionList question = "list"
+	// questionSum is one value, the sum over the same N pods: what an HPA
+	// with an External (or Object) metric asks. Its answer does not grow
+	// with N.
+	questionSum question = "sum"
+)
+
+// questions are the latency runs' questions, in their order.
+var questions = []question{questionList, questionSum}
+
+// describe is the question as the tables name it.
+func (q question) describe(pods int) string {
+	if q == questionSum {
+		return fmt.Sprintf("sum over %d pods (external)", pods)
+	}
+	return fmt.Sprintf("%d-pod list", pods)
+}
+
+// path is the question's path through the aggregator.
+func (q question) path() string {
+	if q == questionSum {
+		return fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/%s", namespace, metric)
+	}
+	return selectorPath()
+}
+
+// ask GETs q's answer through the aggregator and does not decode it: the
+// latency runs time the aggregator and the adapter, not the client's
+// decoding of a 1,000-item list on the same cores.
+func (e *env) ask(ctx context.Context, q question) ([]byte, error) {
+	return e.client.CoreV1().RESTClient().Get().AbsPath(q.path()).
 		Param("labelSelector", "app="+appLabel).DoRaw(ctx)
 }
 
@@ -138,6 +170,7 @@ func (u usage) totalScrapes() int64 {
 
 // latencyRun is one answer-latency run with a number of clients.
 type latencyRun struct {
+	question question
 	clients  int
 	answers  int
 	errors   int
@@ -217,17 +250,19 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	if err := r.measureFreshness(ctx, e, o); err != nil {
 		return r, err
 	}
-	for _, c := range o.clients {
-		say("answer latency: %d client(s) for %s", c, o.loadDuration)
-		prof := e.profile(ctx, o, fmt.Sprintf("cpu-clients-%d.pprof", c), o.loadDuration)
-		lr, err := e.measureLatency(ctx, c, o.loadDuration)
-		if perr := prof.wait(); perr != nil {
-			return r, perr
+	for _, q := range questions {
+		for _, c := range o.clients {
+			say("answer latency, %s: %d client(s) for %s", q.describe(o.pods), c, o.loadDuration)
+			prof := e.profile(ctx, o, fmt.Sprintf("cpu-%s-clients-%d.pprof", q, c), o.loadDuration)
+			lr, err := e.measureLatency(ctx, q, c, o.loadDuration)
+			if perr := prof.wait(); perr != nil {
+				return r, perr
+			}
+			if err != nil {
+				return r, err
+			}
+			r.latency = append(r.latency, lr)
 		}
-		if err != nil {
-			return r, err
-		}
-		r.latency = append(r.latency, lr)
 	}
 	if e.cgroup != nil {
 		s, err := e.cgroup.stats()
@@ -281,10 +316,9 @@ func (r *results) measureFreshness(ctx context.Context, e *env, o options) error
 	return nil
 }
 
-// measureLatency asks the N-pod question from clients goroutines, each
-// back to back, for d.
-func (e *env) measureLatency(ctx context.Context, clients int, d time.Duration) (latencyRun, error) {
-	lr := latencyRun{clients: clients}
+// measureLatency asks q from clients goroutines, each back to back, for d.
+func (e *env) measureLatency(ctx context.Context, q question, clients int, d time.Duration) (latencyRun, error) {
+	lr := latencyRun{question: q, clients: clients}
 	cpu0, err := e.cpu()
 	if err != nil {
 		return lr, err
@@ -303,7 +337,7 @@ func (e *env) measureLatency(ctx context.Context, clients int, d time.Duration) 
 			var first error
 			for time.Now().Before(end) && runCtx.Err() == nil {
 				t := time.Now()
-				_, err := e.ask(runCtx)
+				_, err := e.ask(runCtx, q)
 				switch {
 				// Cut off at the end (the context's timer may fire late on a
 				// loaded machine, so the clock is checked too): not counted.
@@ -335,7 +369,7 @@ func (e *env) measureLatency(ctx context.Context, clients int, d time.Duration) 
 	lr.cpu = cpu1.minus(cpu0)
 	lr.answers = len(all)
 	if lr.answers == 0 {
-		return lr, fmt.Errorf("no answers with %d clients: %w", clients, errors.Join(lr.firstErr, errors.New("none succeeded")))
+		return lr, fmt.Errorf("no answers to the %s question with %d clients: %w", q, clients, errors.Join(lr.firstErr, errors.New("none succeeded")))
 	}
 	slices.Sort(all)
 	lr.p50, lr.p99, lr.max = quantile(all, 0.50), quantile(all, 0.99), all[len(all)-1]
@@ -413,18 +447,22 @@ func (r *results) print(w io.Writer, o options) {
 	if len(r.latency) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n| clients | %d-pod answers/s | p50 | p99 | max | errors | adapter CPU per answer |\n", o.pods)
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| question | clients | answers/s | p50 | p99 | max | errors | adapter CPU per answer |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	var errs []string
 	for _, l := range r.latency {
-		fmt.Fprintf(w, "| %d | %.1f | %s | %s | %s | %d | %s |\n", l.clients, float64(l.answers)/l.elapsed.Seconds(),
+		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %d | %s |\n", l.question.describe(o.pods), l.clients, float64(l.answers)/l.elapsed.Seconds(),
 			ms(l.p50), ms(l.p99), ms(l.max), l.errors, ms(q.perAnswer(l, roleAdapter)))
 		if l.firstErr != nil {
-			fmt.Fprintf(w, "\n(first error with %d clients: %v)\n", l.clients, firstLine(l.firstErr.Error()))
+			errs = append(errs, fmt.Sprintf("first error, %s with %d clients: %v", l.question.describe(o.pods), l.clients, firstLine(l.firstErr.Error())))
 		}
 	}
+	for _, e := range errs {
+		fmt.Fprintf(w, "\n(%s)\n", e)
+	}
 	fmt.Fprintf(w, "\nCPU per answer by process (the quiet window's rate subtracted; the cores' capacity is %d × the run's length):\n\n", runtime.NumCPU())
-	fmt.Fprintf(w, "| clients | %s | total | busy share of the cores |\n", strings.Join(roles, " | "))
-	fmt.Fprintf(w, "|---|%s---|---|\n", strings.Repeat("---|", len(roles)))
+	fmt.Fprintf(w, "| question | clients | %s | total | busy share of the cores |\n", strings.Join(roles, " | "))
+	fmt.Fprintf(w, "|---|---|%s---|---|\n", strings.Repeat("---|", len(roles)))
 	for _, l := range r.latency {
 		var cells []string
 		var total, used time.Duration
@@ -434,7 +472,7 @@ func (r *results) print(w io.Writer, o options) {
 			used += l.cpu[role]
 			cells = append(cells, ms(d))
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %.0f%% |\n", l.clients, strings.Join(cells, " | "), ms(total),
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %.0f%% |\n", l.question.describe(o.pods), l.clients, strings.Join(cells, " | "), ms(total),
 			100*used.Seconds()/(l.elapsed.Seconds()*float64(runtime.NumCPU())))
 	}
 }

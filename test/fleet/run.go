@@ -142,6 +142,9 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 		Namespace: framework.AdapterNamespace,
 		Service:   framework.AdapterService,
 		Env:       o.adapterEnv(),
+		// The latency runs also ask the sum over the N pods, an external
+		// metric.
+		EnableExternalMetrics: true,
 		Args: append([]string{
 			"--scrape-interval=" + o.interval.String(),
 			"--scrape-timeout=" + timeout.String(),
