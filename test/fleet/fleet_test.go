@@ -95,3 +95,27 @@ func TestValidateAdapterEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestQuestions: the latency runs ask the N-pod list through the custom
+// metrics API and the sum over the same pods through the external metrics
+// API, and the tables tell them apart.
+func TestQuestions(t *testing.T) {
+	for _, tc := range []struct {
+		q        question
+		path     string
+		describe string
+	}{
+		{questionList, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/fleet/pods/*/inference_queue_size", "1000-pod list"},
+		{questionSum, "/apis/external.metrics.k8s.io/v1beta1/namespaces/fleet/inference_queue_size", "sum over 1000 pods (external)"},
+	} {
+		if got := tc.q.path(); got != tc.path {
+			t.Errorf("%s: path %q, want %q", tc.q, got, tc.path)
+		}
+		if got := tc.q.describe(1000); got != tc.describe {
+			t.Errorf("%s: described as %q, want %q", tc.q, got, tc.describe)
+		}
+	}
+	if len(questions) != 2 || questions[0] != questionList || questions[1] != questionSum {
+		t.Errorf("questions %v, want the list, then the sum", questions)
+	}
+}
