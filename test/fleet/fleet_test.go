@@ -119,3 +119,21 @@ func TestQuestions(t *testing.T) {
 		t.Errorf("questions %v, want the list, then the sum", questions)
 	}
 }
+
+func TestValidatePace(t *testing.T) {
+	for _, tc := range []struct {
+		pace    time.Duration
+		wantErr bool
+	}{
+		{0, false},
+		{100 * time.Millisecond, false},
+		{-time.Millisecond, true},
+		{time.Second, true}, // not shorter than -load-duration (1s)
+	} {
+		o := validOptions()
+		o.pace = tc.pace
+		if err := o.validate(); (err != nil) != tc.wantErr {
+			t.Errorf("-pace %s: error %v, want an error: %v", tc.pace, err, tc.wantErr)
+		}
+	}
+}

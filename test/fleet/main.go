@@ -55,7 +55,10 @@ type options struct {
 	procs        int
 	quiet        time.Duration
 	loadDuration time.Duration
-	keep         bool
+	// pace, when set, makes each client of the latency runs start a
+	// question every pace instead of back to back.
+	pace time.Duration
+	keep bool
 	// profileDir, when set, receives the adapter's CPU profile over the
 	// quiet window and over each latency run, and its heap profile.
 	profileDir string
@@ -106,6 +109,9 @@ func (o *options) validate() error {
 	if o.quiet < time.Second || o.loadDuration < time.Second {
 		errs = append(errs, errors.New("-quiet and -load-duration must be at least 1s"))
 	}
+	if o.pace < 0 || o.pace >= o.loadDuration {
+		errs = append(errs, fmt.Errorf("-pace must be 0 (back to back) or shorter than -load-duration (%s), got %s", o.loadDuration, o.pace))
+	}
 	for _, kv := range o.adapterEnvVars {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			errs = append(errs, fmt.Errorf("-adapter-env: %q is not KEY=VALUE", kv))
@@ -140,6 +146,7 @@ func main() {
 	flag.IntVar(&o.procs, "procs", 0, fmt.Sprintf("fake-fleet processes (0: one per %d pods)", podsPerProc))
 	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")
+	flag.DurationVar(&o.pace, "pace", 0, "each client of the latency runs starts a question every pace (at once when the last answer took longer), e.g. 100ms for 10 answers/s per client; 0 asks back to back")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-QUESTION-clients-N.pprof, QUESTION list or sum), heap after the quiet window (heap.pprof)")
 	var adapterArgs string
 	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")

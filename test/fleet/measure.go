@@ -252,9 +252,9 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	}
 	for _, q := range questions {
 		for _, c := range o.clients {
-			say("answer latency, %s: %d client(s) for %s", q.describe(o.pods), c, o.loadDuration)
+			say("answer latency, %s: %d client(s) for %s%s", q.describe(o.pods), c, o.loadDuration, paceText(o.pace))
 			prof := e.profile(ctx, o, fmt.Sprintf("cpu-%s-clients-%d.pprof", q, c), o.loadDuration)
-			lr, err := e.measureLatency(ctx, q, c, o.loadDuration)
+			lr, err := e.measureLatency(ctx, q, c, o.loadDuration, o.pace)
 			if perr := prof.wait(); perr != nil {
 				return r, perr
 			}
@@ -316,8 +316,10 @@ func (r *results) measureFreshness(ctx context.Context, e *env, o options) error
 	return nil
 }
 
-// measureLatency asks q from clients goroutines, each back to back, for d.
-func (e *env) measureLatency(ctx context.Context, q question, clients int, d time.Duration) (latencyRun, error) {
+// measureLatency asks q from clients goroutines for d, each back to back,
+// or, with a pace, each starting a question every pace (at once when the
+// last answer took longer), the clients starting at random phases of it.
+func (e *env) measureLatency(ctx context.Context, q question, clients int, d, pace time.Duration) (latencyRun, error) {
 	lr := latencyRun{question: q, clients: clients}
 	cpu0, err := e.cpu()
 	if err != nil {
@@ -335,6 +337,9 @@ func (e *env) measureLatency(ctx context.Context, q question, clients int, d tim
 			var mine []time.Duration
 			var errs int
 			var first error
+			if pace > 0 {
+				sleep(runCtx, rand.N(pace))
+			}
 			for time.Now().Before(end) && runCtx.Err() == nil {
 				t := time.Now()
 				_, err := e.ask(runCtx, q)
@@ -349,6 +354,9 @@ func (e *env) measureLatency(ctx context.Context, q question, clients int, d tim
 					}
 				default:
 					mine = append(mine, time.Since(t))
+				}
+				if pace > 0 {
+					sleep(runCtx, time.Until(t.Add(pace)))
 				}
 			}
 			mu.Lock()
@@ -447,6 +455,7 @@ func (r *results) print(w io.Writer, o options) {
 	if len(r.latency) == 0 {
 		return
 	}
+	fmt.Fprintf(w, "\nAnswer latency: each client asks%s.\n", paceText(o.pace)[1:])
 	fmt.Fprintln(w, "\n| question | clients | answers/s | p50 | p99 | max | errors | adapter CPU per answer |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	var errs []string
@@ -516,4 +525,12 @@ func loadAverage() string {
 		return strings.Join(f[:3], ", ")
 	}
 	return "unknown"
+}
+
+// paceText says how the clients ask, for the progress lines and tables.
+func paceText(pace time.Duration) string {
+	if pace <= 0 {
+		return ", back to back"
+	}
+	return fmt.Sprintf(", each one question every %s", pace)
 }
