@@ -252,7 +252,7 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	}
 	for _, q := range questions {
 		for _, c := range o.clients {
-			say("answer latency, %s: %d client(s) for %s%s", q.describe(o.pods), c, o.loadDuration, paceText(o.pace))
+			say("answer latency, %s: %d client(s) for %s, each %s", q.describe(o.pods), c, o.loadDuration, paceText(o.pace))
 			prof := e.profile(ctx, o, fmt.Sprintf("cpu-%s-clients-%d.pprof", q, c), o.loadDuration)
 			lr, err := e.measureLatency(ctx, q, c, o.loadDuration, o.pace)
 			if perr := prof.wait(); perr != nil {
@@ -455,7 +455,7 @@ func (r *results) print(w io.Writer, o options) {
 	if len(r.latency) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nAnswer latency: each client asks%s.\n", paceText(o.pace)[1:])
+	fmt.Fprintf(w, "\nAnswer latency: each client asks %s.\n", paceText(o.pace))
 	fmt.Fprintln(w, "\n| question | clients | answers/s | p50 | p99 | max | errors | adapter CPU per answer |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	var errs []string
@@ -527,10 +527,10 @@ func loadAverage() string {
 	return "unknown"
 }
 
-// paceText says how the clients ask, for the progress lines and tables.
+// paceText says how each client asks, for the progress lines and tables.
 func paceText(pace time.Duration) string {
 	if pace <= 0 {
-		return ", back to back"
+		return "back to back"
 	}
-	return fmt.Sprintf(", each one question every %s", pace)
+	return fmt.Sprintf("one question every %s", pace)
 }
