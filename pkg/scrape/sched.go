@@ -96,7 +96,9 @@ func newScheduler(cfg Config, run func(l *loop)) *scheduler {
 // this once was (the fake fleet's serving cost fell alike: 0.069 against
 // 0.099 ms). A target is still scraped once per tick: the next tick follows
 // from the tick, not from the early start, so only the spacing of two
-// scrapes varies, by at most the slack.
+// scrapes varies, by at most the slack. The cost: a burst holds the cores
+// for a millisecond or two, which added 1-3 ms to an answer's p99 at 100
+// answers/s in the same runs.
 func dispatchSlack(interval time.Duration) time.Duration {
 	return min(interval/20, 50*time.Millisecond)
 }
