@@ -54,12 +54,45 @@ func (q question) path() string {
 	return selectorPath()
 }
 
-// ask GETs q's answer through the aggregator and does not decode it: the
-// latency runs time the aggregator and the adapter, not the client's
-// decoding of a 1,000-item list on the same cores.
-func (e *env) ask(ctx context.Context, q question) ([]byte, error) {
-	return e.client.CoreV1().RESTClient().Get().AbsPath(q.path()).
-		Param("labelSelector", "app="+appLabel).DoRaw(ctx)
+// ask GETs q's answer in enc through the aggregator and returns it with
+// its Content-Type, undecoded: the latency runs time the aggregator and
+// the adapter, not the client's decoding of a 1,000-item list on the same
+// cores (checkAnswer decodes one answer before each run).
+func (e *env) ask(ctx context.Context, q question, enc encoding) ([]byte, string, error) {
+	var contentType string
+	body, err := e.client.CoreV1().RESTClient().Get().AbsPath(q.path()).
+		SetHeader("Accept", enc.mediaType()).
+		Param("labelSelector", "app="+appLabel).
+		Do(ctx).ContentType(&contentType).Raw()
+	return body, contentType, err
+}
+
+// checkAnswer asks q in enc once, untimed, and checks that the answer is
+// in enc and decodes to what q asks: one value for the sum, and for the
+// list wantList values (at least one when wantList is 0).
+func (e *env) checkAnswer(ctx context.Context, q question, enc encoding, wantList int) error {
+	body, contentType, err := e.ask(ctx, q, enc)
+	if err != nil {
+		return fmt.Errorf("ask the %s question in %s: %w", q, enc, err)
+	}
+	n, err := e.decoder.items(q, enc, contentType, body)
+	if err != nil {
+		return err
+	}
+	switch want := 1; {
+	case q == questionList && wantList == 0:
+		if n == 0 {
+			return fmt.Errorf("the %s answer in %s holds no value", q, enc)
+		}
+	case q == questionList:
+		want = wantList
+		fallthrough
+	default:
+		if n != want {
+			return fmt.Errorf("the %s answer in %s holds %d values, want %d", q, enc, n, want)
+		}
+	}
+	return nil
 }
 
 // values reads the N-pod answer with the HPA's typed client and returns
@@ -171,6 +204,7 @@ func (u usage) totalScrapes() int64 {
 // latencyRun is one answer-latency run with a number of clients.
 type latencyRun struct {
 	question question
+	encoding encoding
 	clients  int
 	answers  int
 	errors   int
@@ -251,17 +285,28 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 		return r, err
 	}
 	for _, q := range questions {
-		for _, c := range o.clients {
-			say("answer latency, %s: %d client(s) for %s, each %s", q.describe(o.pods), c, o.loadDuration, paceText(o.pace))
-			prof := e.profile(ctx, o, fmt.Sprintf("cpu-%s-clients-%d.pprof", q, c), o.loadDuration)
-			lr, err := e.measureLatency(ctx, q, c, o.loadDuration, o.pace)
-			if perr := prof.wait(); perr != nil {
-				return r, perr
+		for _, enc := range o.encodings {
+			// Every pod, unless the adapter never held them all (measured
+			// anyway, see above).
+			wantList := o.pods
+			if r.covered < o.pods {
+				wantList = 0
 			}
-			if err != nil {
+			if err := e.checkAnswer(ctx, q, enc, wantList); err != nil {
 				return r, err
 			}
-			r.latency = append(r.latency, lr)
+			for _, c := range o.clients {
+				say("answer latency, %s in %s: %d client(s) for %s, each %s", q.describe(o.pods), enc, c, o.loadDuration, paceText(o.pace))
+				prof := e.profile(ctx, o, fmt.Sprintf("cpu-%s-%s-clients-%d.pprof", q, enc, c), o.loadDuration)
+				lr, err := e.measureLatency(ctx, q, enc, c, o.loadDuration, o.pace)
+				if perr := prof.wait(); perr != nil {
+					return r, perr
+				}
+				if err != nil {
+					return r, err
+				}
+				r.latency = append(r.latency, lr)
+			}
 		}
 	}
 	if e.cgroup != nil {
@@ -316,11 +361,12 @@ func (r *results) measureFreshness(ctx context.Context, e *env, o options) error
 	return nil
 }
 
-// measureLatency asks q from clients goroutines for d, each back to back,
-// or, with a pace, each starting a question every pace (at once when the
-// last answer took longer), the clients starting at random phases of it.
-func (e *env) measureLatency(ctx context.Context, q question, clients int, d, pace time.Duration) (latencyRun, error) {
-	lr := latencyRun{question: q, clients: clients}
+// measureLatency asks q in enc from clients goroutines for d, each back to
+// back, or, with a pace, each starting a question every pace (at once when
+// the last answer took longer), the clients starting at random phases of
+// it. An answer in another encoding than enc counts as an error.
+func (e *env) measureLatency(ctx context.Context, q question, enc encoding, clients int, d, pace time.Duration) (latencyRun, error) {
+	lr := latencyRun{question: q, encoding: enc, clients: clients}
 	cpu0, err := e.cpu()
 	if err != nil {
 		return lr, err
@@ -342,7 +388,10 @@ func (e *env) measureLatency(ctx context.Context, q question, clients int, d, pa
 			}
 			for time.Now().Before(end) && runCtx.Err() == nil {
 				t := time.Now()
-				_, err := e.ask(runCtx, q)
+				_, contentType, err := e.ask(runCtx, q, enc)
+				if err == nil {
+					err = checkContentType(enc, contentType)
+				}
 				switch {
 				// Cut off at the end (the context's timer may fire late on a
 				// loaded machine, so the clock is checked too): not counted.
@@ -377,7 +426,7 @@ func (e *env) measureLatency(ctx context.Context, q question, clients int, d, pa
 	lr.cpu = cpu1.minus(cpu0)
 	lr.answers = len(all)
 	if lr.answers == 0 {
-		return lr, fmt.Errorf("no answers to the %s question with %d clients: %w", q, clients, errors.Join(lr.firstErr, errors.New("none succeeded")))
+		return lr, fmt.Errorf("no answers to the %s question in %s with %d clients: %w", q, enc, clients, errors.Join(lr.firstErr, errors.New("none succeeded")))
 	}
 	slices.Sort(all)
 	lr.p50, lr.p99, lr.max = quantile(all, 0.50), quantile(all, 0.99), all[len(all)-1]
@@ -460,10 +509,10 @@ func (r *results) print(w io.Writer, o options) {
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	var errs []string
 	for _, l := range r.latency {
-		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %d | %s |\n", l.question.describe(o.pods), l.clients, float64(l.answers)/l.elapsed.Seconds(),
+		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %d | %s |\n", l.label(o.pods), l.clients, float64(l.answers)/l.elapsed.Seconds(),
 			ms(l.p50), ms(l.p99), ms(l.max), l.errors, ms(q.perAnswer(l, roleAdapter)))
 		if l.firstErr != nil {
-			errs = append(errs, fmt.Sprintf("first error, %s with %d clients: %v", l.question.describe(o.pods), l.clients, firstLine(l.firstErr.Error())))
+			errs = append(errs, fmt.Sprintf("first error, %s with %d clients: %v", l.label(o.pods), l.clients, firstLine(l.firstErr.Error())))
 		}
 	}
 	for _, e := range errs {
@@ -481,9 +530,14 @@ func (r *results) print(w io.Writer, o options) {
 			used += l.cpu[role]
 			cells = append(cells, ms(d))
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %.0f%% |\n", l.question.describe(o.pods), l.clients, strings.Join(cells, " | "), ms(total),
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %.0f%% |\n", l.label(o.pods), l.clients, strings.Join(cells, " | "), ms(total),
 			100*used.Seconds()/(l.elapsed.Seconds()*float64(runtime.NumCPU())))
 	}
+}
+
+// label names run l's question and encoding in the tables.
+func (l latencyRun) label(pods int) string {
+	return fmt.Sprintf("%s, %s", l.question.describe(pods), l.encoding)
 }
 
 // perAnswer is role's CPU per answer of run l, less what role spent at the

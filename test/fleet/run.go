@@ -46,6 +46,8 @@ type env struct {
 	client kubernetes.Interface
 	// metrics reads the answers' values with the HPA's typed client.
 	metrics *framework.MetricsClient
+	// decoder decodes one answer of each latency run, to check it.
+	decoder *answerDecoder
 	// cgroup holds the adapter with -enforce-memory-limit; nil otherwise.
 	cgroup *memCgroup
 }
@@ -125,6 +127,9 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 		return fmt.Errorf("client: %w", err)
 	}
 	if e.metrics, err = framework.NewMetricsClient(&cfg); err != nil {
+		return err
+	}
+	if e.decoder, err = newAnswerDecoder(); err != nil {
 		return err
 	}
 	say("starting %d fake-fleet process(es) serving %d pods on 127.2.x.y:%d", o.procs, o.pods, pagePort)

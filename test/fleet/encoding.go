@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"mime"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+)
+
+// encoding is how a latency run asks for its answers: JSON, as kubectl
+// and most tools ask, or protobuf, as the HPA controller asks
+// (kube-controller-manager's --kube-api-content-type defaults to protobuf,
+// and its metrics clients inherit it). The answer's bytes, and so the
+// work of every process on its path, differ between the two.
+type encoding string
+
+const (
+	encodingJSON     encoding = "json"
+	encodingProtobuf encoding = "protobuf"
+)
+
+// encodings are the known ones, in the order the runs take them.
+var encodings = []encoding{encodingJSON, encodingProtobuf}
+
+// mediaType is the Accept header that asks for e, and the Content-Type of
+// an answer in e.
+func (e encoding) mediaType() string {
+	if e == encodingProtobuf {
+		return runtime.ContentTypeProtobuf
+	}
+	return runtime.ContentTypeJSON
+}
+
+// parseEncodings parses -encodings: a comma-separated subset of
+// encodings, each at most once.
+func parseEncodings(s string) ([]encoding, error) {
+	var out []encoding
+	for f := range strings.SplitSeq(s, ",") {
+		e := encoding(strings.TrimSpace(f))
+		switch {
+		case !slices.Contains(encodings, e):
+			return nil, fmt.Errorf("-encodings: %q is not one of %v", f, encodings)
+		case slices.Contains(out, e):
+			return nil, fmt.Errorf("-encodings: %q is given twice", e)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// answerDecoder decodes the two questions' answers in either encoding.
+type answerDecoder struct {
+	decoder runtime.Decoder
+}
+
+func newAnswerDecoder() (*answerDecoder, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{cmv1beta2.AddToScheme, emv1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("answer scheme: %w", err)
+		}
+	}
+	return &answerDecoder{decoder: serializer.NewCodecFactory(s).UniversalDeserializer()}, nil
+}
+
+// items checks that body, served with contentType, is q's answer in e,
+// and returns how many values it holds.
+func (d *answerDecoder) items(q question, e encoding, contentType string, body []byte) (int, error) {
+	if err := checkContentType(e, contentType); err != nil {
+		return 0, err
+	}
+	obj, _, err := d.decoder.Decode(body, nil, nil)
+	if err != nil {
+		return 0, fmt.Errorf("decode the %s answer (%s): %w", q, e, err)
+	}
+	switch a := obj.(type) {
+	case *cmv1beta2.MetricValueList:
+		if q == questionList {
+			return len(a.Items), nil
+		}
+	case *emv1beta1.ExternalMetricValueList:
+		if q == questionSum {
+			return len(a.Items), nil
+		}
+	}
+	return 0, fmt.Errorf("the %s question was answered with a %T", q, obj)
+}
+
+// checkContentType fails unless contentType is e's media type: a server
+// that answered in another encoding than the one asked would be timed
+// for the wrong work.
+func checkContentType(e encoding, contentType string) error {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != e.mediaType() {
+		return fmt.Errorf("asked for %s, answered with Content-Type %q", e.mediaType(), contentType)
+	}
+	return nil
+}

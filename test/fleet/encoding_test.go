@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+)
+
+func TestParseEncodings(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []encoding
+		wantErr string
+	}{
+		{"json,protobuf", []encoding{encodingJSON, encodingProtobuf}, ""},
+		{"protobuf", []encoding{encodingProtobuf}, ""},
+		{" json , protobuf ", []encoding{encodingJSON, encodingProtobuf}, ""},
+		{"yaml", nil, `"yaml" is not one of`},
+		{"", nil, `"" is not one of`},
+		{"json,json", nil, `"json" is given twice`},
+	} {
+		got, err := parseEncodings(tc.in)
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("parseEncodings(%q) error %v, want one containing %q", tc.in, err, tc.wantErr)
+		case tc.wantErr == "" && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("parseEncodings(%q) = %v, %v, want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// encodeAnswer encodes obj as the adapter's API server would answer in e.
+func encodeAnswer(t *testing.T, obj runtime.Object, e encoding) []byte {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := cmv1beta2.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := emv1beta1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	codecs := serializer.NewCodecFactory(s)
+	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), e.mediaType())
+	if !ok {
+		t.Fatalf("no serializer for %s", e.mediaType())
+	}
+	gv := cmv1beta2.SchemeGroupVersion
+	if _, ok := obj.(*emv1beta1.ExternalMetricValueList); ok {
+		gv = emv1beta1.SchemeGroupVersion
+	}
+	b, err := runtime.Encode(codecs.EncoderForVersion(info.Serializer, gv), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if isProto := bytes.HasPrefix(b, []byte("k8s\x00")); isProto != (e == encodingProtobuf) {
+		t.Fatalf("encoded in %s, but protobuf's prefix present: %v", e, isProto)
+	}
+	return b
+}
+
+// TestAnswerDecoder: one answer of each question in each encoding decodes
+// to its number of values; an answer in another encoding than asked, or
+// of the other question, or undecodable, is refused.
+func TestAnswerDecoder(t *testing.T) {
+	d, err := newAnswerDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &cmv1beta2.MetricValueList{Items: make([]cmv1beta2.MetricValue, 3)}
+	for i := range list.Items {
+		list.Items[i].DescribedObject.Name = podName(i)
+		list.Items[i].Metric.Name = metric
+	}
+	sum := &emv1beta1.ExternalMetricValueList{Items: []emv1beta1.ExternalMetricValue{{MetricName: metric}}}
+	for _, e := range encodings {
+		for _, tc := range []struct {
+			q     question
+			obj   runtime.Object
+			items int
+		}{{questionList, list, 3}, {questionSum, sum, 1}} {
+			body := encodeAnswer(t, tc.obj, e)
+			n, err := d.items(tc.q, e, e.mediaType(), body)
+			if err != nil || n != tc.items {
+				t.Errorf("%s in %s: %d items, %v; want %d", tc.q, e, n, err, tc.items)
+			}
+			if _, err := d.items(tc.q, e, e.mediaType()+";charset=utf-8", body); err != nil {
+				t.Errorf("%s in %s with a parameter on the media type: %v", tc.q, e, err)
+			}
+			other := encodingJSON
+			if e == encodingJSON {
+				other = encodingProtobuf
+			}
+			if _, err := d.items(tc.q, e, other.mediaType(), body); err == nil || !strings.Contains(err.Error(), "answered with Content-Type") {
+				t.Errorf("%s in %s served as %s: error %v, want the Content-Type named", tc.q, e, other, err)
+			}
+			wrongQ := questionSum
+			if tc.q == questionSum {
+				wrongQ = questionList
+			}
+			if _, err := d.items(wrongQ, e, e.mediaType(), body); err == nil || !strings.Contains(err.Error(), "was answered with a") {
+				t.Errorf("%s's answer taken for %s: error %v, want the type named", tc.q, wrongQ, err)
+			}
+		}
+		if _, err := d.items(questionList, e, e.mediaType(), []byte("not an answer")); err == nil {
+			t.Errorf("garbage in %s decoded", e)
+		}
+	}
+}
