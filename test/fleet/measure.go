@@ -69,30 +69,31 @@ func (e *env) ask(ctx context.Context, q question, enc encoding) ([]byte, string
 
 // checkAnswer asks q in enc once, untimed, and checks that the answer is
 // in enc and decodes to what q asks: one value for the sum, and for the
-// list wantList values (at least one when wantList is 0).
-func (e *env) checkAnswer(ctx context.Context, q question, enc encoding, wantList int) error {
+// list wantList values (at least one when wantList is 0). It returns the
+// answer's size in bytes.
+func (e *env) checkAnswer(ctx context.Context, q question, enc encoding, wantList int) (int, error) {
 	body, contentType, err := e.ask(ctx, q, enc)
 	if err != nil {
-		return fmt.Errorf("ask the %s question in %s: %w", q, enc, err)
+		return 0, fmt.Errorf("ask the %s question in %s: %w", q, enc, err)
 	}
 	n, err := e.decoder.items(q, enc, contentType, body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch want := 1; {
 	case q == questionList && wantList == 0:
 		if n == 0 {
-			return fmt.Errorf("the %s answer in %s holds no value", q, enc)
+			return 0, fmt.Errorf("the %s answer in %s holds no value", q, enc)
 		}
 	case q == questionList:
 		want = wantList
 		fallthrough
 	default:
 		if n != want {
-			return fmt.Errorf("the %s answer in %s holds %d values, want %d", q, enc, n, want)
+			return 0, fmt.Errorf("the %s answer in %s holds %d values, want %d", q, enc, n, want)
 		}
 	}
-	return nil
+	return len(body), nil
 }
 
 // values reads the N-pod answer with the HPA's typed client and returns
@@ -205,6 +206,7 @@ func (u usage) totalScrapes() int64 {
 type latencyRun struct {
 	question question
 	encoding encoding
+	size     int // bytes of one answer, checked before the run
 	clients  int
 	answers  int
 	errors   int
@@ -292,13 +294,15 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 			if r.covered < o.pods {
 				wantList = 0
 			}
-			if err := e.checkAnswer(ctx, q, enc, wantList); err != nil {
+			size, err := e.checkAnswer(ctx, q, enc, wantList)
+			if err != nil {
 				return r, err
 			}
 			for _, c := range o.clients {
 				say("answer latency, %s in %s: %d client(s) for %s, each %s", q.describe(o.pods), enc, c, o.loadDuration, paceText(o.pace))
 				prof := e.profile(ctx, o, fmt.Sprintf("cpu-%s-%s-clients-%d.pprof", q, enc, c), o.loadDuration)
 				lr, err := e.measureLatency(ctx, q, enc, c, o.loadDuration, o.pace)
+				lr.size = size
 				if perr := prof.wait(); perr != nil {
 					return r, perr
 				}
@@ -458,6 +462,8 @@ func mbOrNA(b int64) string {
 	return fmt.Sprintf("%d MB", b>>20)
 }
 
+func kb(n int) string { return fmt.Sprintf("%.1f KB", float64(n)/1000) }
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 // print writes the results as Markdown tables.
@@ -505,11 +511,11 @@ func (r *results) print(w io.Writer, o options) {
 		return
 	}
 	fmt.Fprintf(w, "\nAnswer latency: each client asks %s.\n", paceText(o.pace))
-	fmt.Fprintln(w, "\n| question | clients | answers/s | p50 | p99 | max | errors | adapter CPU per answer |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "\n| question | answer size | clients | answers/s | p50 | p99 | max | errors | adapter CPU per answer |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	var errs []string
 	for _, l := range r.latency {
-		fmt.Fprintf(w, "| %s | %d | %.1f | %s | %s | %s | %d | %s |\n", l.label(o.pods), l.clients, float64(l.answers)/l.elapsed.Seconds(),
+		fmt.Fprintf(w, "| %s | %s | %d | %.1f | %s | %s | %s | %d | %s |\n", l.label(o.pods), kb(l.size), l.clients, float64(l.answers)/l.elapsed.Seconds(),
 			ms(l.p50), ms(l.p99), ms(l.max), l.errors, ms(q.perAnswer(l, roleAdapter)))
 		if l.firstErr != nil {
 			errs = append(errs, fmt.Sprintf("first error, %s with %d clients: %v", l.label(o.pods), l.clients, firstLine(l.firstErr.Error())))
