@@ -12,11 +12,13 @@ import (
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 )
 
-// encoding is how a latency run asks for its answers: JSON, as kubectl
-// and most tools ask, or protobuf, as the HPA controller asks
-// (kube-controller-manager's --kube-api-content-type defaults to protobuf,
-// and its metrics clients inherit it). The answer's bytes, and so the
-// work of every process on its path, differ between the two.
+// encoding is how a latency run asks for its answers: as kubectl and most
+// tools ask, in JSON and accepting gzip (which the API servers apply to
+// answers over 128 KiB), or as the HPA controller asks, in protobuf and
+// without compression (kube-controller-manager's --kube-api-content-type
+// defaults to protobuf, it sets DisableCompression, and its metrics
+// clients inherit both). The answer's bytes, and so the work of every
+// process on its path, differ between the two.
 type encoding string
 
 const (
@@ -34,6 +36,17 @@ func (e encoding) mediaType() string {
 		return runtime.ContentTypeProtobuf
 	}
 	return runtime.ContentTypeJSON
+}
+
+// gzip tells whether the client asks in e accepting gzip.
+func (e encoding) gzip() bool { return e == encodingJSON }
+
+// describe names e and how it is asked for in the tables.
+func (e encoding) describe() string {
+	if e.gzip() {
+		return fmt.Sprintf("%s, gzip accepted", e)
+	}
+	return fmt.Sprintf("%s, no gzip", e)
 }
 
 // parseEncodings parses -encodings: a comma-separated subset of

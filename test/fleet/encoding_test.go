@@ -112,3 +112,27 @@ func TestAnswerDecoder(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodingAsAsked: JSON is asked for as kubectl asks (gzip accepted),
+// protobuf as the HPA controller asks (no compression).
+func TestEncodingAsAsked(t *testing.T) {
+	for _, tc := range []struct {
+		e         encoding
+		mediaType string
+		gzip      bool
+		describe  string
+	}{
+		{encodingJSON, "application/json", true, "json, gzip accepted"},
+		{encodingProtobuf, "application/vnd.kubernetes.protobuf", false, "protobuf, no gzip"},
+	} {
+		if got := tc.e.mediaType(); got != tc.mediaType {
+			t.Errorf("%s: media type %q, want %q", tc.e, got, tc.mediaType)
+		}
+		if got := tc.e.gzip(); got != tc.gzip {
+			t.Errorf("%s: gzip %v, want %v", tc.e, got, tc.gzip)
+		}
+		if got := tc.e.describe(); got != tc.describe {
+			t.Errorf("%s: described as %q, want %q", tc.e, got, tc.describe)
+		}
+	}
+}

@@ -13,8 +13,8 @@
 //   - answer latency with 1, 10, 50, ... concurrent clients, for two
 //     questions: the N-pod list (a Pods metric, as an HPA asks it; its
 //     answer grows with N) and the sum over the N pods (an External metric;
-//     one value), each asked for in JSON (as kubectl asks) and in protobuf
-//     (as the HPA controller asks);
+//     one value), each asked for in JSON accepting gzip (as kubectl asks)
+//     and in protobuf without compression (as the HPA controller asks);
 //   - the scrapes per pod per second the fleet received.
 //
 // Every process it starts is stopped by PID before it exits. See
@@ -145,7 +145,7 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", time.Second, "the adapter's --scrape-interval (--max-age is 3x)")
 	flag.IntVar(&o.trials, "trials", 20, "freshness trials (value change -> visible through the aggregator)")
 	flag.StringVar(&clients, "clients", "1,10,50", "concurrent clients of each answer-latency run, comma-separated")
-	flag.StringVar(&encs, "encodings", "json,protobuf", "encodings each latency run's question is asked in, comma-separated: json (as kubectl asks) and protobuf (as the HPA controller asks)")
+	flag.StringVar(&encs, "encodings", "json,protobuf", "encodings each latency run's question is asked in, comma-separated: json (accepting gzip, as kubectl asks) and protobuf (without compression, as the HPA controller asks)")
 	flag.IntVar(&o.procs, "procs", 0, fmt.Sprintf("fake-fleet processes (0: one per %d pods)", podsPerProc))
 	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")

@@ -57,10 +57,15 @@ func (q question) path() string {
 // ask GETs q's answer in enc through the aggregator and returns it with
 // its Content-Type, undecoded: the latency runs time the aggregator and
 // the adapter, not the client's decoding of a 1,000-item list on the same
-// cores (checkAnswer decodes one answer before each run).
+// cores (checkAnswer decodes one answer before each run). The client
+// accepts gzip when enc says so.
 func (e *env) ask(ctx context.Context, q question, enc encoding) ([]byte, string, error) {
+	client := e.uncompressed
+	if enc.gzip() {
+		client = e.client
+	}
 	var contentType string
-	body, err := e.client.CoreV1().RESTClient().Get().AbsPath(q.path()).
+	body, err := client.CoreV1().RESTClient().Get().AbsPath(q.path()).
 		SetHeader("Accept", enc.mediaType()).
 		Param("labelSelector", "app="+appLabel).
 		Do(ctx).ContentType(&contentType).Raw()
@@ -543,7 +548,7 @@ func (r *results) print(w io.Writer, o options) {
 
 // label names run l's question and encoding in the tables.
 func (l latencyRun) label(pods int) string {
-	return fmt.Sprintf("%s, %s", l.question.describe(pods), l.encoding)
+	return fmt.Sprintf("%s, %s", l.question.describe(pods), l.encoding.describe())
 }
 
 // perAnswer is role's CPU per answer of run l, less what role spent at the

@@ -44,6 +44,9 @@ type env struct {
 	// client talks to the API server without client-go's rate limiter, so
 	// that the latency measured is the aggregator's and the adapter's.
 	client kubernetes.Interface
+	// uncompressed is client without gzip, as the HPA controller asks
+	// (kube-controller-manager sets DisableCompression on its clients).
+	uncompressed kubernetes.Interface
 	// metrics reads the answers' values with the HPA's typed client.
 	metrics *framework.MetricsClient
 	// decoder decodes one answer of each latency run, to check it.
@@ -125,6 +128,11 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 	cfg.QPS, cfg.Burst = 1e6, 1e6
 	if e.client, err = kubernetes.NewForConfig(&cfg); err != nil {
 		return fmt.Errorf("client: %w", err)
+	}
+	plain := cfg
+	plain.DisableCompression = true
+	if e.uncompressed, err = kubernetes.NewForConfig(&plain); err != nil {
+		return fmt.Errorf("client without compression: %w", err)
 	}
 	if e.metrics, err = framework.NewMetricsClient(&cfg); err != nil {
 		return err
