@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -85,20 +86,23 @@ func (e *env) checkAnswer(ctx context.Context, q question, enc encoding, wantLis
 	if err != nil {
 		return 0, err
 	}
-	switch want := 1; {
-	case q == questionList && wantList == 0:
-		if n == 0 {
-			return 0, fmt.Errorf("the %s answer in %s holds no value", q, enc)
-		}
-	case q == questionList:
+	want := 1
+	if q == questionList {
 		want = wantList
-		fallthrough
-	default:
-		if n != want {
-			return 0, fmt.Errorf("the %s answer in %s holds %d values, want %d", q, enc, n, want)
-		}
+	}
+	if n == 0 || (want > 0 && n != want) {
+		return 0, fmt.Errorf("the %s answer in %s holds %d values, want %s", q, enc, n, wantText(want))
 	}
 	return len(body), nil
+}
+
+// wantText says how many values an answer should hold: n, or at least one
+// when n is 0.
+func wantText(n int) string {
+	if n == 0 {
+		return "at least one"
+	}
+	return strconv.Itoa(n)
 }
 
 // values reads the N-pod answer with the HPA's typed client and returns
