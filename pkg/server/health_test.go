@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +69,30 @@ func TestInformersSynced(t *testing.T) {
 				t.Errorf("Check() = %v, want ok=%v", err, tc.ok)
 			}
 		})
+	}
+}
+
+type fakeCA bool
+
+func (f fakeCA) VerifyOptions() (x509.VerifyOptions, bool) { return x509.VerifyOptions{}, bool(f) }
+
+// TestFrontProxyCALoaded: a replica is not ready until it can verify
+// kube-apiserver's proxy certificate.
+func TestFrontProxyCALoaded(t *testing.T) {
+	for _, tc := range []struct {
+		loaded bool
+		ok     bool
+	}{{true, true}, {false, false}} {
+		check := frontProxyCALoaded(fakeCA(tc.loaded))
+		if check.Name() != "front-proxy-ca-loaded" {
+			t.Errorf("name %q, want front-proxy-ca-loaded", check.Name())
+		}
+		err := check.Check(nil)
+		if (err == nil) != tc.ok {
+			t.Errorf("CA loaded %v: Check() = %v, want ok=%v", tc.loaded, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "requestheader-client-ca-file") {
+			t.Errorf("error %q does not say which CA", err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"sync"
@@ -175,7 +176,11 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		return nil, fmt.Errorf("building the API server: %w", err)
 	}
 	reach := newAPIReachability(versionProbe(client.Discovery().RESTClient()), clk)
-	if err := srv.GenericAPIServer.AddReadyzChecks(informersSynced(w.synced), healthz.NamedCheck("kube-apiserver-reachable", reach.Check)); err != nil {
+	checks := []healthz.HealthChecker{informersSynced(w.synced), healthz.NamedCheck("kube-apiserver-reachable", reach.Check)}
+	if rh := apiConfig.GenericConfig.Authentication.RequestHeaderConfig; rh != nil && rh.CAContentProvider != nil {
+		checks = append(checks, frontProxyCALoaded(rh.CAContentProvider))
+	}
+	if err := srv.GenericAPIServer.AddReadyzChecks(checks...); err != nil {
 		return nil, fmt.Errorf("adding readyz check: %w", err)
 	}
 	if err := srv.GenericAPIServer.AddLivezChecks(0, scrapeLoopAlive(scraper, cfg.Scrape.Interval, clk)); err != nil {
@@ -234,6 +239,28 @@ func informersSynced(synced []cache.InformerSynced) healthz.HealthChecker {
 			if !s() {
 				return fmt.Errorf("informer caches not synced yet")
 			}
+		}
+		return nil
+	})
+}
+
+// caVerifier is what the front-proxy check reads of the request-header CA:
+// the verification options, and whether there are any yet.
+type caVerifier interface {
+	VerifyOptions() (x509.VerifyOptions, bool)
+}
+
+// frontProxyCALoaded is the readyz check that the front proxy's CA
+// (requestheader-client-ca-file of kube-system/extension-apiserver-authentication)
+// is loaded. The API server library reads it through an informer that syncs
+// after the port opens; until then it cannot verify kube-apiserver's proxy
+// certificate, so every question through the aggregator is taken as
+// system:anonymous's and refused (403). A replica reported ready in that
+// window would fail the HPA's questions during a rolling update.
+func frontProxyCALoaded(ca caVerifier) healthz.HealthChecker {
+	return healthz.NamedCheck("front-proxy-ca-loaded", func(*http.Request) error {
+		if _, ok := ca.VerifyOptions(); !ok {
+			return fmt.Errorf("the front proxy's CA (requestheader-client-ca-file in kube-system/extension-apiserver-authentication) is not loaded yet")
 		}
 		return nil
 	})

@@ -204,6 +204,12 @@ func (h *helmEnv) checkUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A slot's endpoint is ready once its replica's /readyz passes, and
+	// stops being ready when the replica is told to stop, as the kubelet
+	// and the endpoints controller treat a pod.
+	for slot := range backends {
+		proxy.SetReady(slot, false)
+	}
 	in := &install{h: h, ci: "upgrade", ns: "ima-upgrade", port: proxy.Port()}
 	replicas := map[int]*framework.Process{} // by slot
 	// Cleanups run last first: the release is uninstalled while the replicas
@@ -243,6 +249,7 @@ func (h *helmEnv) checkUpgrade(t *testing.T) {
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
+					proxy.SetReady(slot, true)
 					return
 				}
 			}
@@ -254,6 +261,7 @@ func (h *helmEnv) checkUpgrade(t *testing.T) {
 	}
 	stop := func(slot int) {
 		t.Helper()
+		proxy.SetReady(slot, false)
 		if err := replicas[slot].Stop(10 * time.Second); err != nil {
 			t.Errorf("stop replica in slot %d: %v", slot, err)
 		}

@@ -168,7 +168,7 @@ func (r *AdapterReplicas) Stop(ctx context.Context) error {
 // LoopbackProxy is AdapterReplicas' Service stand-in on its own, for a test
 // that starts and replaces the replicas itself (as a rolling update does):
 // a TCP proxy on 127.0.0.1 over fixed backend addresses, where a backend
-// with nothing listening is skipped.
+// marked not ready (SetReady) or with nothing listening is skipped.
 type LoopbackProxy struct{ p *tcpProxy }
 
 // StartLoopbackProxy listens on a free port of 127.0.0.1 and forwards each
@@ -183,6 +183,11 @@ func StartLoopbackProxy(backends []string) (*LoopbackProxy, error) {
 
 // Port is the proxy's port on 127.0.0.1.
 func (l *LoopbackProxy) Port() int { return l.p.port }
+
+// SetReady marks backend i ready or not, as a replica's endpoint in a
+// Service follows its readiness probe: new connections go only to ready
+// backends (all are ready at the start); open ones are left alone.
+func (l *LoopbackProxy) SetReady(i int, ready bool) { l.p.unready[i].Store(!ready) }
 
 // Connections is the number of open proxied connections per backend.
 func (l *LoopbackProxy) Connections() []int64 {
@@ -204,6 +209,7 @@ type tcpProxy struct {
 	port     int
 	backends []string
 	open     []atomic.Int64
+	unready  []atomic.Bool // by backend; the zero value is ready
 	next     atomic.Uint64
 
 	l     net.Listener
@@ -218,7 +224,7 @@ func startTCPProxy(backends []string) (*tcpProxy, error) {
 		return nil, fmt.Errorf("tcp proxy: listen: %w", err)
 	}
 	p := &tcpProxy{port: l.Addr().(*net.TCPAddr).Port, backends: backends,
-		open: make([]atomic.Int64, len(backends)), l: l, conns: map[net.Conn]struct{}{}}
+		open: make([]atomic.Int64, len(backends)), unready: make([]atomic.Bool, len(backends)), l: l, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.serve)
 	return p, nil
 }
@@ -257,6 +263,9 @@ func (p *tcpProxy) forward(client net.Conn) {
 	start := p.next.Add(1)
 	for k := range len(p.backends) {
 		i := int((start + uint64(k)) % uint64(len(p.backends)))
+		if p.unready[i].Load() {
+			continue
+		}
 		backend, err := net.DialTimeout("tcp", p.backends[i], 2*time.Second)
 		if err != nil {
 			continue
