@@ -31,10 +31,12 @@ tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-ma
 e2e: e2e-core e2e-scenarios ## End-to-end tests on a real control plane (builds the tools first, cached): e2e-core, then e2e-scenarios
 
 e2e-core: ## The end-to-end suite and the chart tests (test/e2e, test/helm)
-	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... 2>&1 | tee e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e $(GO) test -p 1 -count=1 -timeout 40m -v ./test/e2e/... ./test/helm/... 2>&1 | tee e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; \
+	  rc=$${PIPESTATUS[0]}; if [ $$rc -ne 0 ] && [ -f e2e.log ]; then echo "e2e: what the failed tests said (all of it in e2e.log):"; ./hack/show-failures.sh e2e.log; fi; exit $$rc
 
 e2e-scenarios: ## The demo and the shootout smoke, side by side (each on a control plane of its own; they mostly wait on the HPA)
-	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e-scenarios $(GO) test -p 2 -count=1 -timeout 20m -v ./test/demo/... ./test/shootout/... 2>&1 | tee e2e-scenarios.log | grep --line-buffered -E '^(--- |PASS|FAIL|ok|panic)|e2e-scenarios:' ; exit $${PIPESTATUS[0]}
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) e2e-scenarios $(GO) test -p 2 -count=1 -timeout 20m -v ./test/demo/... ./test/shootout/... 2>&1 | tee e2e-scenarios.log | grep --line-buffered -E '^(--- |PASS|FAIL|ok|panic)|e2e-scenarios:' ; \
+	  rc=$${PIPESTATUS[0]}; if [ $$rc -ne 0 ] && [ -f e2e-scenarios.log ]; then echo "e2e-scenarios: what the failed tests said (all of it in e2e-scenarios.log):"; ./hack/show-failures.sh e2e-scenarios.log; fi; exit $$rc
 
 test: verify unit ## Everything CI runs: verify, unit tests, end-to-end tests, the short soak (beside the demo and shootout smoke, which mostly wait)
 	@$(MAKE) --no-print-directory e2e-core
