@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
@@ -51,29 +52,33 @@ func (e encoding) describe() string {
 
 // parseEncodings parses -encodings: a comma-separated subset of
 // encodings, each at most once.
-func parseEncodings(s string) ([]encoding, error) {
-	var out []encoding
+func parseEncodings(s string) ([]encoding, error) { return parseSubset("-encodings", s, encodings) }
+
+// parseSubset parses flag's value s: a comma-separated subset of known,
+// each at most once, in the order given.
+func parseSubset[T ~string](flag, s string, known []T) ([]T, error) {
+	var out []T
 	for f := range strings.SplitSeq(s, ",") {
-		e := encoding(strings.TrimSpace(f))
+		e := T(strings.TrimSpace(f))
 		switch {
-		case !slices.Contains(encodings, e):
-			return nil, fmt.Errorf("-encodings: %q is not one of %v", f, encodings)
+		case !slices.Contains(known, e):
+			return nil, fmt.Errorf("%s: %q is not one of %v", flag, f, known)
 		case slices.Contains(out, e):
-			return nil, fmt.Errorf("-encodings: %q is given twice", e)
+			return nil, fmt.Errorf("%s: %q is given twice", flag, e)
 		}
 		out = append(out, e)
 	}
 	return out, nil
 }
 
-// answerDecoder decodes the two questions' answers in either encoding.
+// answerDecoder decodes the questions' answers in either encoding.
 type answerDecoder struct {
 	decoder runtime.Decoder
 }
 
 func newAnswerDecoder() (*answerDecoder, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{cmv1beta2.AddToScheme, emv1beta1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{cmv1beta2.AddToScheme, emv1beta1.AddToScheme, corev1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("answer scheme: %w", err)
 		}
@@ -82,7 +87,8 @@ func newAnswerDecoder() (*answerDecoder, error) {
 }
 
 // items checks that body, served with contentType, is q's answer in e,
-// and returns how many values it holds.
+// and returns how many values it holds (the floor's Namespace counts as
+// one).
 func (d *answerDecoder) items(q question, e encoding, contentType string, body []byte) (int, error) {
 	if err := checkContentType(e, contentType); err != nil {
 		return 0, err
@@ -99,6 +105,13 @@ func (d *answerDecoder) items(q question, e encoding, contentType string, body [
 	case *emv1beta1.ExternalMetricValueList:
 		if q == questionSum {
 			return len(a.Items), nil
+		}
+	case *corev1.Namespace:
+		if q == questionFloor {
+			if a.Name != namespace {
+				return 0, fmt.Errorf("the floor question was answered with namespace %q, want %q", a.Name, namespace)
+			}
+			return 1, nil
 		}
 	}
 	return 0, fmt.Errorf("the %s question was answered with a %T", q, obj)

@@ -6,11 +6,34 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 )
+
+func TestParseQuestions(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []question
+		wantErr string
+	}{
+		{"list,sum,floor", []question{questionList, questionSum, questionFloor}, ""},
+		{"floor, list", []question{questionFloor, questionList}, ""},
+		{"sum", []question{questionSum}, ""},
+		{"max", nil, `-questions: "max" is not one of`},
+		{"list,list", nil, `-questions: "list" is given twice`},
+	} {
+		got, err := parseQuestions(tc.in)
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("parseQuestions(%q) error %v, want one containing %q", tc.in, err, tc.wantErr)
+		case tc.wantErr == "" && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("parseQuestions(%q) = %v, %v, want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
 
 func TestParseEncodings(t *testing.T) {
 	for _, tc := range []struct {
@@ -45,14 +68,20 @@ func encodeAnswer(t *testing.T, obj runtime.Object, e encoding) []byte {
 	if err := emv1beta1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
 	codecs := serializer.NewCodecFactory(s)
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), e.mediaType())
 	if !ok {
 		t.Fatalf("no serializer for %s", e.mediaType())
 	}
 	gv := cmv1beta2.SchemeGroupVersion
-	if _, ok := obj.(*emv1beta1.ExternalMetricValueList); ok {
+	switch obj.(type) {
+	case *emv1beta1.ExternalMetricValueList:
 		gv = emv1beta1.SchemeGroupVersion
+	case *corev1.Namespace:
+		gv = corev1.SchemeGroupVersion
 	}
 	b, err := runtime.Encode(codecs.EncoderForVersion(info.Serializer, gv), obj)
 	if err != nil {
@@ -78,12 +107,14 @@ func TestAnswerDecoder(t *testing.T) {
 		list.Items[i].Metric.Name = metric
 	}
 	sum := &emv1beta1.ExternalMetricValueList{Items: []emv1beta1.ExternalMetricValue{{MetricName: metric}}}
+	ns := &corev1.Namespace{}
+	ns.Name = namespace
 	for _, e := range encodings {
 		for _, tc := range []struct {
 			q     question
 			obj   runtime.Object
 			items int
-		}{{questionList, list, 3}, {questionSum, sum, 1}} {
+		}{{questionList, list, 3}, {questionSum, sum, 1}, {questionFloor, ns, 1}} {
 			body := encodeAnswer(t, tc.obj, e)
 			n, err := d.items(tc.q, e, e.mediaType(), body)
 			if err != nil || n != tc.items {
@@ -101,7 +132,7 @@ func TestAnswerDecoder(t *testing.T) {
 			}
 			wrongQ := questionSum
 			if tc.q == questionSum {
-				wrongQ = questionList
+				wrongQ = questionFloor
 			}
 			if _, err := d.items(wrongQ, e, e.mediaType(), body); err == nil || !strings.Contains(err.Error(), "was answered with a") {
 				t.Errorf("%s's answer taken for %s: error %v, want the type named", tc.q, wrongQ, err)
@@ -109,6 +140,11 @@ func TestAnswerDecoder(t *testing.T) {
 		}
 		if _, err := d.items(questionList, e, e.mediaType(), []byte("not an answer")); err == nil {
 			t.Errorf("garbage in %s decoded", e)
+		}
+		other := &corev1.Namespace{}
+		other.Name = "default"
+		if _, err := d.items(questionFloor, e, e.mediaType(), encodeAnswer(t, other, e)); err == nil || !strings.Contains(err.Error(), `namespace "default"`) {
+			t.Errorf("another namespace taken for the floor's in %s: error %v", e, err)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"maps"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,6 +86,28 @@ func TestParseMemory(t *testing.T) {
 	}
 }
 
+func TestParseStolen(t *testing.T) {
+	stat := "cpu  596137 8598 181229 1151787 127002 0 25074 14583 0 0\ncpu0 298000 4000 90000 575000 63000 0 12000 7300 0 0\n"
+	got, err := parseStolen(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 145830 * time.Millisecond; got != want {
+		t.Errorf("parseStolen = %s, want %s", got, want)
+	}
+	if got, want := stolenShare(time.Duration(runtime.NumCPU())*300*time.Millisecond, time.Second), "30%"; got != want {
+		t.Errorf("stolenShare = %s, want %s", got, want)
+	}
+	if got := stolenShare(time.Second, 0); got != "n/a" {
+		t.Errorf("stolenShare over no window = %s, want n/a", got)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3 4 5 6 7\n", "cpu 1 2 3 4 5 6 7 x\n", "cpu 1 2 3 4 5 6 7 -1\n"} {
+		if _, err := parseStolen(bad); err == nil {
+			t.Errorf("parseStolen(%q): no error", bad)
+		}
+	}
+}
+
 func TestValidateAdapterEnv(t *testing.T) {
 	for _, tt := range []struct {
 		env []string
@@ -98,25 +123,32 @@ func TestValidateAdapterEnv(t *testing.T) {
 
 // TestQuestions: the latency runs ask the N-pod list through the custom
 // metrics API and the sum over the same pods through the external metrics
-// API, and the tables tell them apart.
+// API, both for the fleet's pods, and the floor from kube-apiserver's own
+// cache; the tables tell them apart.
 func TestQuestions(t *testing.T) {
+	sel := map[string]string{"labelSelector": "app=fleet"}
 	for _, tc := range []struct {
 		q        question
 		path     string
+		params   map[string]string
 		describe string
 	}{
-		{questionList, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/fleet/pods/*/inference_queue_size", "1000-pod list"},
-		{questionSum, "/apis/external.metrics.k8s.io/v1beta1/namespaces/fleet/inference_queue_size", "sum over 1000 pods (external)"},
+		{questionList, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/fleet/pods/*/inference_queue_size", sel, "1000-pod list"},
+		{questionSum, "/apis/external.metrics.k8s.io/v1beta1/namespaces/fleet/inference_queue_size", sel, "sum over 1000 pods (external)"},
+		{questionFloor, "/api/v1/namespaces/fleet", map[string]string{"resourceVersion": "0"}, "floor: kube-apiserver alone (a cached Namespace)"},
 	} {
 		if got := tc.q.path(); got != tc.path {
 			t.Errorf("%s: path %q, want %q", tc.q, got, tc.path)
+		}
+		if got := tc.q.params(); !maps.Equal(got, tc.params) {
+			t.Errorf("%s: params %v, want %v", tc.q, got, tc.params)
 		}
 		if got := tc.q.describe(1000); got != tc.describe {
 			t.Errorf("%s: described as %q, want %q", tc.q, got, tc.describe)
 		}
 	}
-	if len(questions) != 2 || questions[0] != questionList || questions[1] != questionSum {
-		t.Errorf("questions %v, want the list, then the sum", questions)
+	if want := []question{questionList, questionSum, questionFloor}; !slices.Equal(questions, want) {
+		t.Errorf("questions %v, want %v", questions, want)
 	}
 }
 

@@ -10,11 +10,14 @@
 //   - freshness: from a pod's value change to the first N-pod answer
 //     through the aggregator that shows it;
 //   - the adapter's CPU per pod-scrape and its RSS over a quiet window;
-//   - answer latency with 1, 10, 50, ... concurrent clients, for two
+//   - answer latency with 1, 10, 50, ... concurrent clients, for three
 //     questions: the N-pod list (a Pods metric, as an HPA asks it; its
-//     answer grows with N) and the sum over the N pods (an External metric;
-//     one value), each asked for in JSON accepting gzip (as kubectl asks)
-//     and in protobuf without compression (as the HPA controller asks);
+//     answer grows with N), the sum over the N pods (an External metric;
+//     one value), and the floor (a Namespace that kube-apiserver answers
+//     from its cache, with no aggregator and no adapter: the least any
+//     answer costs on the machine), each asked for in JSON accepting gzip
+//     (as kubectl asks) and in protobuf without compression (as the HPA
+//     controller asks);
 //   - the scrapes per pod per second the fleet received.
 //
 // Every process it starts is stopped by PID before it exits. See
@@ -53,6 +56,7 @@ type options struct {
 	interval     time.Duration
 	trials       int
 	clients      []int
+	questions    []question
 	encodings    []encoding
 	procs        int
 	quiet        time.Duration
@@ -138,19 +142,20 @@ func (o *options) validate() error {
 
 func main() {
 	var o options
-	var clients, encs string
+	var clients, qs, encs string
 	var serveFrom, serveTo int
 	var servePage, serveControl string
 	flag.IntVar(&o.pods, "pods", 1000, "fake pods in the fleet")
 	flag.DurationVar(&o.interval, "interval", time.Second, "the adapter's --scrape-interval (--max-age is 3x)")
 	flag.IntVar(&o.trials, "trials", 20, "freshness trials (value change -> visible through the aggregator)")
 	flag.StringVar(&clients, "clients", "1,10,50", "concurrent clients of each answer-latency run, comma-separated")
+	flag.StringVar(&qs, "questions", "list,sum,floor", "questions of the latency runs, comma-separated: list (the N-pod list of a Pods metric), sum (the sum over the N pods, an External metric) and floor (a Namespace from kube-apiserver's cache: no aggregator, no adapter; the least any answer costs here)")
 	flag.StringVar(&encs, "encodings", "json,protobuf", "encodings each latency run's question is asked in, comma-separated: json (accepting gzip, as kubectl asks) and protobuf (without compression, as the HPA controller asks)")
 	flag.IntVar(&o.procs, "procs", 0, fmt.Sprintf("fake-fleet processes (0: one per %d pods)", podsPerProc))
 	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")
 	flag.DurationVar(&o.pace, "pace", 0, "each client of the latency runs starts a question every pace (at once when the last answer took longer), e.g. 100ms for 10 answers/s per client; 0 asks back to back")
-	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-QUESTION-ENCODING-clients-N.pprof, QUESTION list or sum, ENCODING json or protobuf), heap after the quiet window (heap.pprof)")
+	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-QUESTION-ENCODING-clients-N.pprof, QUESTION list, sum or floor, ENCODING json or protobuf), heap after the quiet window (heap.pprof)")
 	var adapterArgs string
 	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")
 	var adapterEnv string
@@ -179,6 +184,9 @@ func main() {
 	o.binDir = os.Getenv(envBin)
 	var err error
 	o.clients, err = parseClients(clients)
+	if err == nil {
+		o.questions, err = parseQuestions(qs)
+	}
 	if err == nil {
 		o.encodings, err = parseEncodings(encs)
 	}

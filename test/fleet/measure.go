@@ -34,25 +34,55 @@ const (
 	// with an External (or Object) metric asks. Its answer does not grow
 	// with N.
 	questionSum question = "sum"
+	// questionFloor is not a metrics question: it is the fleet's Namespace
+	// object, which kube-apiserver answers by itself from its watch cache
+	// (resourceVersion=0), with no aggregator proxying, no adapter and no
+	// etcd. Asked by the same clients in the same way, it is the latency
+	// and CPU below which no aggregated API's answer can come on this
+	// machine: the floor the other two are read against.
+	questionFloor question = "floor"
 )
 
-// questions are the latency runs' questions, in their order.
-var questions = []question{questionList, questionSum}
+// questions are the latency runs' questions, in the order -questions
+// takes them by default.
+var questions = []question{questionList, questionSum, questionFloor}
+
+// parseQuestions parses -questions: a comma-separated subset of questions,
+// each at most once.
+func parseQuestions(s string) ([]question, error) { return parseSubset("-questions", s, questions) }
 
 // describe is the question as the tables name it.
 func (q question) describe(pods int) string {
-	if q == questionSum {
+	switch q {
+	case questionSum:
 		return fmt.Sprintf("sum over %d pods (external)", pods)
+	case questionFloor:
+		return "floor: kube-apiserver alone (a cached Namespace)"
 	}
 	return fmt.Sprintf("%d-pod list", pods)
 }
 
-// path is the question's path through the aggregator.
+// path is the question's path: through the aggregator for the metrics
+// questions, kube-apiserver's own for the floor.
 func (q question) path() string {
-	if q == questionSum {
+	switch q {
+	case questionSum:
 		return fmt.Sprintf("/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/%s", namespace, metric)
+	case questionFloor:
+		return "/api/v1/namespaces/" + namespace
 	}
 	return selectorPath()
+}
+
+// params are the question's query parameters: the pods' selector for the
+// metrics questions; for the floor, resourceVersion=0, which lets
+// kube-apiserver answer from its watch cache without reading etcd, as the
+// adapter answers from its store.
+func (q question) params() map[string]string {
+	if q == questionFloor {
+		return map[string]string{"resourceVersion": "0"}
+	}
+	return map[string]string{"labelSelector": "app=" + appLabel}
 }
 
 // ask GETs q's answer in enc through the aggregator and returns it with
@@ -65,11 +95,12 @@ func (e *env) ask(ctx context.Context, q question, enc encoding) ([]byte, string
 	if enc.gzip() {
 		client = e.client
 	}
+	req := client.CoreV1().RESTClient().Get().AbsPath(q.path()).SetHeader("Accept", enc.mediaType())
+	for k, v := range q.params() {
+		req = req.Param(k, v)
+	}
 	var contentType string
-	body, err := client.CoreV1().RESTClient().Get().AbsPath(q.path()).
-		SetHeader("Accept", enc.mediaType()).
-		Param("labelSelector", "app="+appLabel).
-		Do(ctx).ContentType(&contentType).Raw()
+	body, err := req.Do(ctx).ContentType(&contentType).Raw()
 	return body, contentType, err
 }
 
@@ -86,7 +117,7 @@ func (e *env) checkAnswer(ctx context.Context, q question, enc encoding, wantLis
 	if err != nil {
 		return 0, err
 	}
-	want := 1
+	want := 1 // the sum's one value, the floor's one Namespace
 	if q == questionList {
 		want = wantList
 	}
@@ -127,12 +158,14 @@ func (e *env) values(ctx context.Context) (map[int]int64, error) {
 type usage struct {
 	window  time.Duration
 	cpu     cpuByRole
-	scrapes []int64 // per pod
+	stolen  time.Duration // by the hypervisor, from all cores
+	scrapes []int64       // per pod
 }
 
 type snapshot struct {
 	at     time.Time
 	cpu    cpuByRole
+	stolen time.Duration
 	counts []int64
 }
 
@@ -190,12 +223,15 @@ func (e *env) snapshot(ctx context.Context) (snapshot, error) {
 	if s.cpu, err = e.cpu(); err != nil {
 		return s, err
 	}
+	if s.stolen, err = stolenTime(); err != nil {
+		return s, err
+	}
 	s.counts, err = e.fleet.counts(ctx)
 	return s, err
 }
 
 func since(a, b snapshot) usage {
-	u := usage{window: b.at.Sub(a.at), cpu: b.cpu.minus(a.cpu)}
+	u := usage{window: b.at.Sub(a.at), cpu: b.cpu.minus(a.cpu), stolen: b.stolen - a.stolen}
 	u.scrapes = make([]int64, len(b.counts))
 	for i := range b.counts {
 		u.scrapes[i] = b.counts[i] - a.counts[i]
@@ -224,6 +260,7 @@ type latencyRun struct {
 	p50, p99 time.Duration
 	max      time.Duration
 	cpu      cpuByRole // over the run
+	stolen   time.Duration
 }
 
 // results is everything the table shows.
@@ -295,7 +332,7 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	if err := r.measureFreshness(ctx, e, o); err != nil {
 		return r, err
 	}
-	for _, q := range questions {
+	for _, q := range o.questions {
 		for _, enc := range o.encodings {
 			// Every pod, unless the adapter never held them all (measured
 			// anyway, see above).
@@ -384,6 +421,10 @@ func (e *env) measureLatency(ctx context.Context, q question, enc encoding, clie
 	if err != nil {
 		return lr, err
 	}
+	stolen0, err := stolenTime()
+	if err != nil {
+		return lr, err
+	}
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var mu sync.Mutex
@@ -437,6 +478,11 @@ func (e *env) measureLatency(ctx context.Context, q question, enc encoding, clie
 		return lr, err
 	}
 	lr.cpu = cpu1.minus(cpu0)
+	stolen1, err := stolenTime()
+	if err != nil {
+		return lr, err
+	}
+	lr.stolen = stolen1 - stolen0
 	lr.answers = len(all)
 	if lr.answers == 0 {
 		return lr, fmt.Errorf("no answers to the %s question in %s with %d clients: %w", q, enc, clients, errors.Join(lr.firstErr, errors.New("none succeeded")))
@@ -497,6 +543,9 @@ func (r *results) print(w io.Writer, o options) {
 		fmt.Fprintf(w, "| fake fleet CPU per pod-scrape (serving the page) | %.3f ms (%.2f cores) |\n",
 			float64(q.cpu[roleFleet])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleFleet].Seconds()/q.window.Seconds())
 	}
+	if q.window > 0 {
+		fmt.Fprintf(w, "| CPU stolen by the hypervisor (quiet window; /proc/stat steal) | %s of the cores' time |\n", stolenShare(q.stolen, q.window))
+	}
 	fmt.Fprintf(w, "| adapter RSS (VmRSS / VmHWM; VmRSS = anonymous + file) | %d MB / %d MB; %d MB + %d MB |\n", r.mem.rss>>20, r.mem.hwm>>20, r.mem.anon>>20, r.mem.file>>20)
 	if c := r.cgroup; c != nil {
 		hits := "n/a on cgroup v2"
@@ -533,9 +582,9 @@ func (r *results) print(w io.Writer, o options) {
 	for _, e := range errs {
 		fmt.Fprintf(w, "\n(%s)\n", e)
 	}
-	fmt.Fprintf(w, "\nCPU per answer by process (the quiet window's rate subtracted; the cores' capacity is %d × the run's length):\n\n", runtime.NumCPU())
-	fmt.Fprintf(w, "| question | clients | %s | total | busy share of the cores |\n", strings.Join(roles, " | "))
-	fmt.Fprintf(w, "|---|---|%s---|---|\n", strings.Repeat("---|", len(roles)))
+	fmt.Fprintf(w, "\nCPU per answer by process (the quiet window's rate subtracted; the cores' capacity is %d × the run's length; time the hypervisor stole from the cores, in which runnable work here waited, is beside it):\n\n", runtime.NumCPU())
+	fmt.Fprintf(w, "| question | clients | %s | total | busy share of the cores | stolen by the hypervisor |\n", strings.Join(roles, " | "))
+	fmt.Fprintf(w, "|---|---|%s---|---|---|\n", strings.Repeat("---|", len(roles)))
 	for _, l := range r.latency {
 		var cells []string
 		var total, used time.Duration
@@ -545,9 +594,18 @@ func (r *results) print(w io.Writer, o options) {
 			used += l.cpu[role]
 			cells = append(cells, ms(d))
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %.0f%% |\n", l.label(o.pods), l.clients, strings.Join(cells, " | "), ms(total),
-			100*used.Seconds()/(l.elapsed.Seconds()*float64(runtime.NumCPU())))
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %.0f%% | %s |\n", l.label(o.pods), l.clients, strings.Join(cells, " | "), ms(total),
+			100*used.Seconds()/(l.elapsed.Seconds()*float64(runtime.NumCPU())), stolenShare(l.stolen, l.elapsed))
 	}
+}
+
+// stolenShare is the hypervisor's steal over a window as a share of the
+// cores' capacity in it.
+func stolenShare(stolen, window time.Duration) string {
+	if window <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%%", 100*stolen.Seconds()/(window.Seconds()*float64(runtime.NumCPU())))
 }
 
 // label names run l's question and encoding in the tables.
