@@ -169,3 +169,71 @@ func TestValidatePace(t *testing.T) {
 		}
 	}
 }
+
+// TestJudge: each goal is judged only by a run of the fleet size and
+// interval it is stated for, from what the run measured, and the list's
+// p99 is given with the floor's of the same encoding and clients.
+func TestJudge(t *testing.T) {
+	quiet := usage{window: 10 * time.Second, cpu: cpuByRole{roleAdapter: 800 * time.Millisecond}, scrapes: []int64{5000, 5000}}
+	small := &results{
+		quiet:     quiet, // 0.08 ms per pod-scrape
+		mem:       memory{rss: 98 << 20},
+		freshness: []time.Duration{500 * time.Millisecond, 900 * time.Millisecond, 1600 * time.Millisecond},
+		latency: []latencyRun{
+			{question: questionList, encoding: encodingProtobuf, clients: 10, answers: 100, p99: 30 * time.Millisecond},
+			{question: questionList, encoding: encodingProtobuf, clients: 1, answers: 100, p99: 5 * time.Millisecond},
+			{question: questionFloor, encoding: encodingProtobuf, clients: 10, answers: 100, p99: 15 * time.Millisecond},
+			{question: questionList, encoding: encodingJSON, clients: 10, answers: 100, p99: 9 * time.Millisecond},
+		},
+	}
+	large := &results{quiet: usage{window: 10 * time.Second, cpu: cpuByRole{roleAdapter: 12 * time.Second}, scrapes: []int64{100000}}, mem: memory{rss: 190 << 20}}
+	o1k := options{pods: 1000, interval: time.Second}
+	o10k := options{pods: 10000, interval: time.Second}
+	o1k5s := options{pods: 1000, interval: 5 * time.Second}
+	for _, tc := range []struct {
+		name string
+		r    *results
+		o    options
+		want []verdict
+	}{
+		{"1,000 pods at 1 s", small, o1k, []verdict{
+			{"1,000 pods at 1 s: a change visible within 1.5 s (p90)", "1.60 s", false},
+			{"at most 0.1 ms of adapter CPU per pod-scrape", "0.080 ms", true},
+			{"1,000 pods at 1 s: at most 100 MB (VmRSS)", "98 MB", true},
+			{"the 1,000-pod list within 10 ms p99 with 10 clients (protobuf, no gzip)", "30.0 ms, back to back; the floor (kube-apiserver alone) 15.0 ms", false},
+			{"the 1,000-pod list within 10 ms p99 with 10 clients (json, gzip accepted)", "9.0 ms, back to back", true},
+		}},
+		{"1,000 pods at 5 s: only the per-scrape goal and the list", small, o1k5s, []verdict{
+			{"at most 0.1 ms of adapter CPU per pod-scrape", "0.080 ms", true},
+			{"the 1,000-pod list within 10 ms p99 with 10 clients (protobuf, no gzip)", "30.0 ms, back to back; the floor (kube-apiserver alone) 15.0 ms", false},
+			{"the 1,000-pod list within 10 ms p99 with 10 clients (json, gzip accepted)", "9.0 ms, back to back", true},
+		}},
+		{"10,000 pods at 1 s", large, o10k, []verdict{
+			{"at most 0.1 ms of adapter CPU per pod-scrape", "0.120 ms", false},
+			{"10,000 pods at 1 s on at most 1 core", "1.20 cores", false},
+			{"10,000 pods at 1 s in at most 200 MB (VmRSS)", "190 MB", true},
+		}},
+		{"nothing measured", &results{}, o1k, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := judge(tc.r, tc.o)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("judge =\n%v\nwant\n%v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrintGoals(t *testing.T) {
+	var b strings.Builder
+	printGoals(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("no verdicts printed %q", b.String())
+	}
+	printGoals(&b, []verdict{{"g1", "1 ms", true}, {"g2", "2 ms", false}})
+	for _, want := range []string{"| g1 | 1 ms | yes |", "| g2 | 2 ms | no |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("printed %q, want a row %q", b.String(), want)
+		}
+	}
+}

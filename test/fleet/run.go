@@ -89,6 +89,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	res, err := measure(ctx, e, o, say)
 	if res != nil {
 		res.print(out, o)
+		printGoals(out, judge(res, o))
 	}
 	return err
 }
