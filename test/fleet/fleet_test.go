@@ -70,6 +70,17 @@ func TestPerAnswerSubtractsTheQuietRate(t *testing.T) {
 	}
 }
 
+func TestBusyShare(t *testing.T) {
+	cores := time.Duration(runtime.NumCPU())
+	u := usage{window: 10 * time.Second, cpu: cpuByRole{roleAdapter: cores * 3 * time.Second, roleFleet: cores * 5 * time.Second}}
+	if got := u.busyShare(); got < 0.799 || got > 0.801 {
+		t.Errorf("busyShare = %.3f, want 0.8", got)
+	}
+	if got := (usage{}).busyShare(); got != 0 {
+		t.Errorf("busyShare of no window = %v, want 0", got)
+	}
+}
+
 func TestParseMemory(t *testing.T) {
 	status := "Name:\tinference-metr\nVmHWM:\t  230000 kB\nVmRSS:\t  217088 kB\nRssAnon:\t  180224 kB\nRssFile:\t   36864 kB\nRssShmem:\t       0 kB\n"
 	m, err := parseMemory(status)

@@ -544,6 +544,7 @@ func (r *results) print(w io.Writer, o options) {
 			float64(q.cpu[roleFleet])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleFleet].Seconds()/q.window.Seconds())
 	}
 	if q.window > 0 {
+		fmt.Fprintf(w, "| busy share of the cores in the quiet window (every process measured) | %.0f%% |\n", 100*q.busyShare())
 		fmt.Fprintf(w, "| CPU stolen by the hypervisor (quiet window; /proc/stat steal) | %s of the cores' time |\n", stolenShare(q.stolen, q.window))
 	}
 	fmt.Fprintf(w, "| adapter RSS (VmRSS / VmHWM; VmRSS = anonymous + file) | %d MB / %d MB; %d MB + %d MB |\n", r.mem.rss>>20, r.mem.hwm>>20, r.mem.anon>>20, r.mem.file>>20)
@@ -583,6 +584,9 @@ func (r *results) print(w io.Writer, o options) {
 		fmt.Fprintf(w, "\n(%s)\n", e)
 	}
 	fmt.Fprintf(w, "\nCPU per answer by process (the quiet window's rate subtracted; the cores' capacity is %d × the run's length; time the hypervisor stole from the cores, in which runnable work here waited, is beside it):\n\n", runtime.NumCPU())
+	if b := q.busyShare(); b >= saturatedShare {
+		fmt.Fprintf(w, "(The quiet window already kept the cores %.0f%% busy, so the questions took CPU from scraping and serving pages: subtracting the quiet rate undercounts, and some figures below can be negative. Read the answers/s and latencies, not these.)\n\n", 100*b)
+	}
 	fmt.Fprintf(w, "| question | clients | %s | total | busy share of the cores | stolen by the hypervisor |\n", strings.Join(roles, " | "))
 	fmt.Fprintf(w, "|---|---|%s---|---|---|\n", strings.Repeat("---|", len(roles)))
 	for _, l := range r.latency {
@@ -597,6 +601,23 @@ func (r *results) print(w io.Writer, o options) {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %.0f%% | %s |\n", l.label(o.pods), l.clients, strings.Join(cells, " | "), ms(total),
 			100*used.Seconds()/(l.elapsed.Seconds()*float64(runtime.NumCPU())), stolenShare(l.stolen, l.elapsed))
 	}
+}
+
+// saturatedShare is the quiet window's busy share of the cores from which
+// the CPU-per-answer figures are flagged as unreliable.
+const saturatedShare = 0.8
+
+// busyShare is the share of the cores' capacity that the measured
+// processes used over the window.
+func (u usage) busyShare() float64 {
+	if u.window <= 0 {
+		return 0
+	}
+	var used time.Duration
+	for _, d := range u.cpu {
+		used += d
+	}
+	return used.Seconds() / (u.window.Seconds() * float64(runtime.NumCPU()))
 }
 
 // stolenShare is the hypervisor's steal over a window as a share of the
