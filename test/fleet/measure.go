@@ -85,9 +85,9 @@ func (q question) params() map[string]string {
 	return map[string]string{"labelSelector": "app=" + appLabel}
 }
 
-// ask GETs q's answer in enc through the aggregator and returns it with
-// its Content-Type, undecoded: the latency runs time the aggregator and
-// the adapter, not the client's decoding of a 1,000-item list on the same
+// ask GETs q's answer in enc (through the aggregator, but for the floor)
+// and returns it with its Content-Type, undecoded: the latency runs time
+// the servers, not the client's decoding of a 1,000-item list on the same
 // cores (checkAnswer decodes one answer before each run). The client
 // accepts gzip when enc says so.
 func (e *env) ask(ctx context.Context, q question, enc encoding) ([]byte, string, error) {
@@ -105,9 +105,9 @@ func (e *env) ask(ctx context.Context, q question, enc encoding) ([]byte, string
 }
 
 // checkAnswer asks q in enc once, untimed, and checks that the answer is
-// in enc and decodes to what q asks: one value for the sum, and for the
-// list wantList values (at least one when wantList is 0). It returns the
-// answer's size in bytes.
+// in enc and decodes to what q asks: one value for the sum, the fleet's
+// Namespace for the floor, and for the list wantList values (at least one
+// when wantList is 0). It returns the answer's size in bytes.
 func (e *env) checkAnswer(ctx context.Context, q question, enc encoding, wantList int) (int, error) {
 	body, contentType, err := e.ask(ctx, q, enc)
 	if err != nil {
