@@ -79,6 +79,12 @@ func TestBusyShare(t *testing.T) {
 	if got := (usage{}).busyShare(); got != 0 {
 		t.Errorf("busyShare of no window = %v, want 0", got)
 	}
+	if got, want := u.cores(roleFleet), 0.5*float64(cores); got != want {
+		t.Errorf("cores = %v, want %v", got, want)
+	}
+	if (usage{}).cores(roleAdapter) != 0 || (usage{}).perScrape(roleAdapter) != 0 {
+		t.Error("an empty window has CPU per scrape or cores")
+	}
 }
 
 func TestParseMemory(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"time"
 )
 
@@ -34,20 +33,18 @@ func judge(r *results, o options) []verdict {
 	var out []verdict
 	at := func(pods int) bool { return o.pods == pods && o.interval == goalIntervalSecond }
 	if at(goalPodsSmall) && len(r.freshness) > 0 {
-		f := slices.Clone(r.freshness)
-		slices.Sort(f)
-		p90 := quantile(f, 0.9)
+		p90 := quantile(r.sortedFreshness(), 0.9)
 		out = append(out, verdict{"1,000 pods at 1 s: a change visible within 1.5 s (p90)", fmt.Sprintf("%s%s", sec(p90), missedNote(r.missed)), p90 <= goalFreshnessP90 && r.missed == 0})
 	}
-	if n := r.quiet.totalScrapes(); n > 0 {
-		per := r.quiet.cpu[roleAdapter] / time.Duration(n)
-		out = append(out, verdict{"at most 0.1 ms of adapter CPU per pod-scrape", fmt.Sprintf("%.3f ms", float64(per)/float64(time.Millisecond)), per <= goalCPUPerScrape})
+	if r.quiet.totalScrapes() > 0 {
+		per := r.quiet.perScrape(roleAdapter)
+		out = append(out, verdict{"at most 0.1 ms of adapter CPU per pod-scrape", msPrecise(per), per <= goalCPUPerScrape})
 	}
 	if at(goalPodsSmall) && r.mem.rss > 0 {
 		out = append(out, verdict{"1,000 pods at 1 s: at most 100 MB (VmRSS)", fmt.Sprintf("%d MB", r.mem.rss>>20), r.mem.rss <= goalRSS1k})
 	}
 	if at(goalPodsLarge) && r.quiet.window > 0 {
-		cores := r.quiet.cpu[roleAdapter].Seconds() / r.quiet.window.Seconds()
+		cores := r.quiet.cores(roleAdapter)
 		out = append(out, verdict{"10,000 pods at 1 s on at most 1 core", fmt.Sprintf("%.2f cores", cores), cores <= goalCores10k})
 	}
 	if at(goalPodsLarge) && r.mem.rss > 0 {

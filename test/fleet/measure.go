@@ -239,6 +239,31 @@ func since(a, b snapshot) usage {
 	return u
 }
 
+// perScrape is role's CPU per pod-scrape over the window (0 without
+// scrapes).
+func (u usage) perScrape(role string) time.Duration {
+	n := u.totalScrapes()
+	if n == 0 {
+		return 0
+	}
+	return u.cpu[role] / time.Duration(n)
+}
+
+// cores is role's CPU over the window in cores (0 without a window).
+func (u usage) cores(role string) float64 {
+	if u.window <= 0 {
+		return 0
+	}
+	return u.cpu[role].Seconds() / u.window.Seconds()
+}
+
+// sortedFreshness is the freshness trials' times, sorted.
+func (r *results) sortedFreshness() []time.Duration {
+	f := slices.Clone(r.freshness)
+	slices.Sort(f)
+	return f
+}
+
 func (u usage) totalScrapes() int64 {
 	var n int64
 	for _, c := range u.scrapes {
@@ -519,6 +544,11 @@ func mbOrNA(b int64) string {
 
 func kb(n int) string { return fmt.Sprintf("%.1f KB", float64(n)/1000) }
 
+// msPrecise is d in milliseconds to the microsecond, for CPU per scrape.
+func msPrecise(d time.Duration) string {
+	return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 // print writes the results as Markdown tables.
@@ -530,18 +560,17 @@ func (r *results) print(w io.Writer, o options) {
 	fmt.Fprintln(w, "| measure | value |")
 	fmt.Fprintln(w, "|---|---|")
 	if n := len(r.freshness); n > 0 {
-		f := slices.Clone(r.freshness)
-		slices.Sort(f)
+		f := r.sortedFreshness()
 		fmt.Fprintf(w, "| freshness, change -> visible in the %d-pod answer (%d trials%s) | median %s, p90 %s, max %s |\n",
 			o.pods, n, missedNote(r.missed), sec(quantile(f, 0.5)), sec(quantile(f, 0.9)), sec(f[n-1]))
 	} else if r.missed > 0 {
 		fmt.Fprintf(w, "| freshness | no change became visible in %d trials |\n", r.missed)
 	}
 	if scrapes > 0 {
-		fmt.Fprintf(w, "| adapter CPU per pod-scrape (quiet %s) | %.3f ms (%.2f cores) |\n", q.window.Round(time.Second),
-			float64(q.cpu[roleAdapter])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleAdapter].Seconds()/q.window.Seconds())
-		fmt.Fprintf(w, "| fake fleet CPU per pod-scrape (serving the page) | %.3f ms (%.2f cores) |\n",
-			float64(q.cpu[roleFleet])/float64(time.Millisecond)/float64(scrapes), q.cpu[roleFleet].Seconds()/q.window.Seconds())
+		fmt.Fprintf(w, "| adapter CPU per pod-scrape (quiet %s) | %s (%.2f cores) |\n", q.window.Round(time.Second),
+			msPrecise(q.perScrape(roleAdapter)), q.cores(roleAdapter))
+		fmt.Fprintf(w, "| fake fleet CPU per pod-scrape (serving the page) | %s (%.2f cores) |\n",
+			msPrecise(q.perScrape(roleFleet)), q.cores(roleFleet))
 	}
 	if q.window > 0 {
 		fmt.Fprintf(w, "| busy share of the cores in the quiet window (every process measured) | %.0f%% |\n", 100*q.busyShare())
