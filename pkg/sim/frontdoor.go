@@ -79,12 +79,39 @@ func NewFrontDoor(cfg FrontDoorConfig) (*FrontDoor, error) {
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
 		FlushInterval: -1, // server-sent events pass unbuffered
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+		Transport:     unavailableAs503{http.DefaultTransport},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok && errors.Is(err, errUnavailable) {
+				a.unavailable = true // nothing written: serveHeld holds it again
+				return
+			}
 			http.Error(w, "front door: backend: "+err.Error(), http.StatusBadGateway)
 		},
 	}
 	return f, nil
 }
+
+// errUnavailable is a backend that answered 503 (a Service with no ready
+// endpoint): the request was not served and can be held again.
+var errUnavailable = errors.New("backend unavailable (503)")
+
+// unavailableAs503 turns a backend's 503 into errUnavailable.
+type unavailableAs503 struct{ next http.RoundTripper }
+
+func (t unavailableAs503) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+		resp.Body.Close()
+		return nil, errUnavailable
+	}
+	return resp, err
+}
+
+// attempt records, for serveHeld, that one forwarding found the backend
+// unavailable.
+type attempt struct{ unavailable bool }
+
+type attemptKey struct{}
 
 // Pending returns the number of requests held now.
 func (f *FrontDoor) Pending() int64 { return f.pending.Load() }
@@ -117,39 +144,57 @@ func escapeLabel(s string) string {
 }
 
 // serveHeld holds the request until the backend is healthy, then forwards
-// it. A request whose client goes away, or held past MaxHold, is dropped
+// it. The backend's health is a probe's, up to ProbeEvery old: when the
+// forwarded request finds the backend unavailable (503: its replicas have
+// just gone), the backend is taken as unhealthy and the request is held
+// again, as a router holds requests while its pool has no endpoint. A
+// request whose client goes away, or held past MaxHold in all, is dropped
 // from the count and not forwarded.
 func (f *FrontDoor) serveHeld(w http.ResponseWriter, r *http.Request) {
 	// Read the body first, as a router that picks by the request does: the
-	// server then notices a client that leaves while its request is held.
+	// server then notices a client that leaves while its request is held,
+	// and the request can be sent again.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHeldBody))
 	if err != nil {
 		http.Error(w, "front door: reading the request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	f.pending.Add(1)
 	timer := time.NewTimer(f.cfg.MaxHold)
 	defer timer.Stop()
 	for {
+		if !f.hold(w, r, timer.C) {
+			return
+		}
+		a := &attempt{}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+		if !a.unavailable {
+			return
+		}
+		f.setReady(false)
+	}
+}
+
+// hold counts the request as held until the backend is healthy and
+// reports true, or answers it (given up at expired) or drops it (client
+// gone) and reports false.
+func (f *FrontDoor) hold(w http.ResponseWriter, r *http.Request, expired <-chan time.Time) bool {
+	f.pending.Add(1)
+	defer f.pending.Add(-1)
+	for {
 		ready, wake := f.state()
 		if ready {
-			break
+			return true
 		}
 		select {
 		case <-wake:
-			continue
 		case <-r.Context().Done():
-			f.pending.Add(-1)
-			return
-		case <-timer.C:
-			f.pending.Add(-1)
+			return false
+		case <-expired:
 			http.Error(w, fmt.Sprintf("front door: no healthy backend within %s", f.cfg.MaxHold), http.StatusServiceUnavailable)
-			return
+			return false
 		}
 	}
-	f.pending.Add(-1)
-	f.proxy.ServeHTTP(w, r)
 }
 
 // maxHeldBody bounds the body of one held request.

@@ -199,3 +199,51 @@ func TestFrontDoorConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestFrontDoorHoldsAgainWhenTheBackendIsGone: the backend's replicas go
+// away between two probes (a Service with no endpoint answers 503); a
+// request forwarded in that window is not failed but held again, counted,
+// and served once the backend is back.
+func TestFrontDoorHoldsAgainWhenTheBackendIsGone(t *testing.T) {
+	var gone atomic.Bool
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gone.Load() {
+			http.Error(w, "service proxy: no live endpoints", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "served "+r.URL.Path)
+	}))
+	t.Cleanup(backend.Close)
+	// Probes far apart, so that the request comes between two of them.
+	f, base := startFrontDoor(t, FrontDoorConfig{Backend: backend.URL, Model: "m", Pool: "p", MaxHold: time.Minute, ProbeEvery: 2 * time.Second})
+	get := func() (int, string) {
+		resp, err := http.Get(base + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != http.StatusOK || body != "served /v1/models" {
+		t.Fatalf("healthy backend: %d %q", code, body)
+	}
+	gone.Store(true)
+	type answer struct {
+		code int
+		body string
+	}
+	done := make(chan answer, 1)
+	go func() { c, b := get(); done <- answer{c, b} }()
+	waitPending(t, f, 1)
+	gone.Store(false)
+	select {
+	case a := <-done:
+		if a.code != http.StatusOK || a.body != "served /v1/models" {
+			t.Errorf("request sent while the backend was gone: %d %q, want it held and then served", a.code, a.body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request was not served within 10s of the backend's return")
+	}
+	waitPending(t, f, 0)
+}
