@@ -99,7 +99,7 @@ func (d *answerDecoder) items(q question, e encoding, contentType string, body [
 	}
 	switch a := obj.(type) {
 	case *cmv1beta2.MetricValueList:
-		if q == questionList {
+		if q == questionList || q == questionDirect {
 			return len(a.Items), nil
 		}
 	case *emv1beta1.ExternalMetricValueList:

@@ -101,7 +101,7 @@ func TestAnswerDecoder(t *testing.T) {
 			q     question
 			obj   runtime.Object
 			items int
-		}{{questionList, list, 3}, {questionSum, sum, 1}, {questionFloor, ns, 1}} {
+		}{{questionList, list, 3}, {questionSum, sum, 1}, {questionFloor, ns, 1}, {questionDirect, list, 3}} {
 			body := encodeAnswer(t, tc.obj, e)
 			n, err := d.items(tc.q, e, e.mediaType(), body)
 			if err != nil || n != tc.items {

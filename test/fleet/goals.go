@@ -56,7 +56,10 @@ func judge(r *results, o options) []verdict {
 				continue
 			}
 			measured := fmt.Sprintf("%s, %s", ms(l.p99), paceText(o.pace))
-			if f, ok := floorOf(r.latency, l); ok {
+			if d, ok := alike(r.latency, questionDirect, l); ok {
+				measured += fmt.Sprintf("; the adapter alone (asked directly) %s", ms(d.p99))
+			}
+			if f, ok := alike(r.latency, questionFloor, l); ok {
 				measured += fmt.Sprintf("; the floor (kube-apiserver alone) %s", ms(f.p99))
 			}
 			out = append(out, verdict{fmt.Sprintf("the 1,000-pod list within 10 ms p99 with 10 clients (%s)", l.encoding.describe()), measured, l.p99 <= goalListP99})
@@ -65,10 +68,10 @@ func judge(r *results, o options) []verdict {
 	return out
 }
 
-// floorOf is the floor's run with the same encoding and clients as l.
-func floorOf(runs []latencyRun, l latencyRun) (latencyRun, bool) {
+// alike is question q's run with the same encoding and clients as l.
+func alike(runs []latencyRun, q question, l latencyRun) (latencyRun, bool) {
 	for _, f := range runs {
-		if f.question == questionFloor && f.encoding == l.encoding && f.clients == l.clients && f.answers > 0 {
+		if f.question == q && f.encoding == l.encoding && f.clients == l.clients && f.answers > 0 {
 			return f, true
 		}
 	}

@@ -149,13 +149,13 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", time.Second, "the adapter's --scrape-interval (--max-age is 3x)")
 	flag.IntVar(&o.trials, "trials", 20, "freshness trials (value change -> visible through the aggregator)")
 	flag.StringVar(&clients, "clients", "1,10,50", "concurrent clients of each answer-latency run, comma-separated")
-	flag.StringVar(&qs, "questions", "list,sum,floor", "questions of the latency runs, comma-separated: list (the N-pod list of a Pods metric), sum (the sum over the N pods, an External metric) and floor (a Namespace from kube-apiserver's cache: no aggregator, no adapter; the least any answer costs here)")
+	flag.StringVar(&qs, "questions", "list,sum,floor,direct", "questions of the latency runs, comma-separated: list (the N-pod list of a Pods metric), sum (the sum over the N pods, an External metric), floor (a Namespace from kube-apiserver's cache: no aggregator, no adapter; the least any answer costs here) and direct (the N-pod list asked of the adapter itself, as the aggregator asks it: the adapter's own part, no kube-apiserver)")
 	flag.StringVar(&encs, "encodings", "json,protobuf", "encodings each latency run's question is asked in, comma-separated: json (accepting gzip, as kubectl asks) and protobuf (without compression, as the HPA controller asks)")
 	flag.IntVar(&o.procs, "procs", 0, fmt.Sprintf("fake-fleet processes (0: one per %d pods)", podsPerProc))
 	flag.DurationVar(&o.quiet, "quiet", 20*time.Second, "the quiet window over which CPU per pod-scrape is measured")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "length of each answer-latency run")
 	flag.DurationVar(&o.pace, "pace", 0, "each client of the latency runs starts a question every pace (at once when the last answer took longer), e.g. 100ms for 10 answers/s per client; 0 asks back to back")
-	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-QUESTION-ENCODING-clients-N.pprof, QUESTION list, sum or floor, ENCODING json or protobuf), heap after the quiet window (heap.pprof)")
+	flag.StringVar(&o.profileDir, "profile", "", "directory for the adapter's pprof profiles: CPU over the quiet window (cpu-quiet.pprof) and each latency run (cpu-QUESTION-ENCODING-clients-N.pprof, QUESTION list, sum, floor or direct, ENCODING json or protobuf), heap after the quiet window (heap.pprof)")
 	var adapterArgs string
 	flag.StringVar(&adapterArgs, "adapter-args", "", "extra adapter flags, space-separated (e.g. \"--answer-cache-ttl=0\")")
 	var adapterEnv string

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -44,9 +46,9 @@ type env struct {
 	// client talks to the API server without client-go's rate limiter, so
 	// that the latency measured is the aggregator's and the adapter's.
 	client kubernetes.Interface
-	// uncompressed is client without gzip, as the HPA controller asks
-	// (kube-controller-manager sets DisableCompression on its clients).
-	uncompressed kubernetes.Interface
+	// viaAPIServer asks the latency runs' questions of kube-apiserver;
+	// direct asks the adapter itself, as the aggregator does.
+	viaAPIServer, direct askers
 	// metrics reads the answers' values with the HPA's typed client.
 	metrics *framework.MetricsClient
 	// decoder decodes one answer of each latency run, to check it.
@@ -127,14 +129,10 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 	}
 	cfg := *e.cp.Config
 	cfg.QPS, cfg.Burst = 1e6, 1e6
-	if e.client, err = kubernetes.NewForConfig(&cfg); err != nil {
-		return fmt.Errorf("client: %w", err)
+	if e.viaAPIServer, err = newAskers(cfg); err != nil {
+		return fmt.Errorf("clients of kube-apiserver: %w", err)
 	}
-	plain := cfg
-	plain.DisableCompression = true
-	if e.uncompressed, err = kubernetes.NewForConfig(&plain); err != nil {
-		return fmt.Errorf("client without compression: %w", err)
-	}
+	e.client = e.viaAPIServer.gzip
 	if e.metrics, err = framework.NewMetricsClient(&cfg); err != nil {
 		return err
 	}
@@ -170,7 +168,52 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 	if err != nil {
 		return fmt.Errorf("start adapter: %w", err)
 	}
+	if e.direct, err = newAskers(directConfig(e.adapter, e.cp.FrontProxyClient)); err != nil {
+		return fmt.Errorf("clients of the adapter: %w", err)
+	}
 	return nil
+}
+
+// askers are one server's two clients for the latency runs, neither
+// rate-limited: gzip accepts gzip, as kubectl asks, and plain does not, as
+// the HPA controller asks (kube-controller-manager sets DisableCompression
+// on its clients).
+type askers struct {
+	gzip, plain kubernetes.Interface
+}
+
+func newAskers(cfg rest.Config) (askers, error) {
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	var a askers
+	var err error
+	if a.gzip, err = kubernetes.NewForConfig(&cfg); err != nil {
+		return a, fmt.Errorf("client: %w", err)
+	}
+	cfg.DisableCompression = true
+	if a.plain, err = kubernetes.NewForConfig(&cfg); err != nil {
+		return a, fmt.Errorf("client without compression: %w", err)
+	}
+	return a, nil
+}
+
+// directConfig reaches adapter a itself as kube-apiserver's aggregator
+// does: over TLS verified against a's CA, presenting the front-proxy
+// client certificate, with the user (the fleet's admin, in
+// system:masters) in the X-Remote-* headers, over HTTP/2.
+func directConfig(a *framework.Adapter, frontProxy *framework.KeyPair) rest.Config {
+	return rest.Config{
+		Host:    a.URL(),
+		Timeout: 30 * time.Second,
+		TLSClientConfig: rest.TLSClientConfig{
+			ServerName: a.ServerName,
+			CAData:     a.CA.CertPEM,
+			CertData:   frontProxy.CertPEM,
+			KeyData:    frontProxy.KeyPEM,
+		},
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return transport.NewAuthProxyRoundTripper(framework.AdminUser, "", []string{"system:masters"}, nil, rt)
+		},
+	}
 }
 
 // startFleet starts o.procs children of this binary, each serving a share
