@@ -163,7 +163,7 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 			if len(pod) == 0 || math.IsNaN(v) {
 				continue // a GPU no pod holds, or no value
 			}
-			if v < 0 || sig != catalog.GPUMemoryUsedBytes && v > 1 {
+			if v < 0 || math.IsInf(v, 0) || sig != catalog.GPUMemoryUsedBytes && v > 1 {
 				return nil, fmt.Errorf("agent page line %d (%s): value %v out of range", lineNo, name, v)
 			}
 			i := p.pod(ns, pod)
@@ -173,6 +173,9 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 			a := &p.acc[i]
 			a.sum[sig] += v
 			a.n[sig]++
+			if math.IsInf(a.sum[sig], 0) {
+				return nil, fmt.Errorf("agent page line %d (%s): the sum over the pod's GPUs overflows", lineNo, name)
+			}
 		}
 	}
 	if !sawUp {

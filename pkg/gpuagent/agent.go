@@ -271,12 +271,16 @@ func (a *Agent) Healthy() error {
 	if last.IsZero() {
 		return nil
 	}
-	limit := max(3*a.cfg.Interval, 10*time.Second)
+	limit := a.staleAfter()
 	if age := a.cfg.Now().Sub(last); age > limit {
 		return fmt.Errorf("last collection started %s ago (limit %s)", age.Round(time.Millisecond), limit)
 	}
 	return nil
 }
+
+// staleAfter is how old the last collection's start may be before the
+// loop counts as stuck: /healthz fails, and the page leaves the values out.
+func (a *Agent) staleAfter() time.Duration { return max(3*a.cfg.Interval, 10*time.Second) }
 
 // Handler serves /metrics from reg (which must hold the Agent) and /healthz.
 func (a *Agent) Handler(reg *prometheus.Registry) http.Handler {

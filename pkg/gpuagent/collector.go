@@ -19,6 +19,11 @@ const (
 	MetricLastCollectUnixTS = "gpu_agent_last_collect_timestamp_seconds"
 )
 
+// reasonStale is gpu_agent_up's reason when the last collection is older
+// than the loop's limit (Healthy): the loop is stuck, and the last values
+// are left off the page rather than served as current.
+const reasonStale = "stale"
+
 // gpuLabels are the labels of every per-GPU series. namespace, pod and
 // container are empty for a GPU no container holds.
 var gpuLabels = []string{"namespace", "pod", "container", "gpu_uuid", "gpu_model"}
@@ -31,7 +36,7 @@ type descs struct {
 func newDescs() descs {
 	return descs{
 		up: prometheus.NewDesc(MetricUp,
-			"1 when the last GPU read succeeded, else 0; reason says why (ok, library_not_found, driver_not_loaded, no_permission, no_gpus, init_failed, read_failed, starting). backend is nvml, or testing-fake-nvml/<profile> for a FAKE backend.",
+			"1 when the last GPU read succeeded, else 0; reason says why (ok, library_not_found, driver_not_loaded, no_permission, no_gpus, init_failed, read_failed, starting, stale: the collection loop is stuck and GPU values are left out). backend is nvml, or testing-fake-nvml/<profile> for a FAKE backend.",
 			[]string{"backend", "reason"}, nil),
 		podsUp: prometheus.NewDesc(MetricPodResourcesUp,
 			"1 when the last List of the kubelet pod-resources API succeeded, else 0 (GPUs are then served without pod labels).",
@@ -80,12 +85,22 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 	a.mu.RUnlock()
 	d := &a.descs
 
-	ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, b2f(s.gpus.up), a.cfg.Backend, s.gpus.reason)
+	// A collection older than the loop's limit is not served as current:
+	// the adapter would stamp its values with the time it scraped them.
+	stale := !s.at.IsZero() && a.cfg.Now().Sub(s.at) > a.staleAfter()
+	up, reason := s.gpus.up, s.gpus.reason
+	if stale {
+		up, reason = false, reasonStale
+	}
+	ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, b2f(up), a.cfg.Backend, reason)
 	ch <- prometheus.MustNewConstMetric(d.podsUp, prometheus.GaugeValue, b2f(s.podsUp))
 	ch <- prometheus.MustNewConstMetric(d.gpus, prometheus.GaugeValue, float64(len(s.gpus.gpus)))
 	if !s.at.IsZero() {
 		ch <- prometheus.MustNewConstMetric(d.took, prometheus.GaugeValue, s.took.Seconds())
 		ch <- prometheus.MustNewConstMetric(d.at, prometheus.GaugeValue, float64(s.at.UnixNano())/1e9)
+	}
+	if stale {
+		return
 	}
 
 	unheld := []attachment{{}}

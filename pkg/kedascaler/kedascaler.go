@@ -100,7 +100,7 @@ func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.
 	}
 	return &pb.GetMetricSpecResponse{MetricSpecs: []*pb.MetricSpec{{
 		MetricName:      q.metric,
-		TargetSize:      int64(math.Ceil(q.target)),
+		TargetSize:      toInt64(math.Ceil(q.target)),
 		TargetSizeFloat: q.target,
 	}}}, nil
 }
@@ -121,7 +121,7 @@ func (s *Scaler) GetMetrics(ctx context.Context, req *pb.GetMetricsRequest) (*pb
 	}
 	return &pb.GetMetricsResponse{MetricValues: []*pb.MetricValue{{
 		MetricName:       q.metric,
-		MetricValue:      int64(math.Round(v)),
+		MetricValue:      toInt64(math.Round(v)),
 		MetricValueFloat: v,
 	}}}, nil
 }
@@ -160,7 +160,7 @@ func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStrea
 		}
 		if active := v > q.activation; first || active != last {
 			if err := stream.Send(&pb.IsActiveResponse{Result: active}); err != nil {
-				return fmt.Errorf("sending to the stream of %s/%s: %w", ref.GetNamespace(), ref.GetName(), err)
+				return fmt.Errorf("sending to the stream of %s/%s: %w", ref.GetNamespace(), short(ref.GetName()), err)
 			}
 			first, last = false, active
 		}
@@ -172,10 +172,23 @@ func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStrea
 	}
 }
 
+// toInt64 converts a finite v to an int64, saturating at the int64 bounds
+// (a plain conversion of a float out of range is implementation-defined:
+// math.MinInt64 on amd64, a negative target or value).
+func toInt64(v float64) int64 {
+	switch {
+	case v >= math.MaxInt64: // float64(math.MaxInt64) is 2^63
+		return math.MaxInt64
+	case v <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(v)
+}
+
 func parseRef(ref *pb.ScaledObjectRef) (query, error) {
 	q, err := parseQuery(ref.GetNamespace(), ref.GetScalerMetadata())
 	if err != nil {
-		return q, status.Errorf(codes.InvalidArgument, "ScaledObject %s/%s: %v", ref.GetNamespace(), ref.GetName(), err)
+		return q, status.Errorf(codes.InvalidArgument, "ScaledObject %s/%s: %v", short(ref.GetNamespace()), short(ref.GetName()), err)
 	}
 	return q, nil
 }
