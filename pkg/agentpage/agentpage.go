@@ -27,6 +27,18 @@ const (
 	metricPodGPUs = "gpu_agent_pod_gpus"
 )
 
+// Bounds on one page, far above what a node's agent serves (a node holds a
+// few hundred pods and at most a few hundred GPU devices, each shared by a
+// few pods): they keep the cost of a page that passes the body size limit
+// small, since the parser's lookups are linear so as not to allocate.
+const (
+	// MaxPods is the most distinct pods one page may name.
+	MaxPods = 1024
+	// MaxGPUSeries is the most per-pod GPU series (one per GPU, pod and
+	// signal) one page may hold.
+	MaxGPUSeries = 8192
+)
+
 // ErrNotAgentPage is returned for a page without a gpu_agent_up series.
 var ErrNotAgentPage = errors.New("not a gpu-agent page: no gpu_agent_up series")
 
@@ -157,7 +169,10 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 			if v < 0 || v != math.Trunc(v) || v > math.MaxInt32 {
 				return nil, fmt.Errorf("agent page line %d (%s): GPU count %v is not a count", lineNo, name, v)
 			}
-			i := p.pod(ns, pod)
+			i, err := p.pod(ns, pod)
+			if err != nil {
+				return nil, fmt.Errorf("agent page line %d (%s): %w", lineNo, name, err)
+			}
 			p.acc[i].gpus, p.acc[i].hasGPUs = int(v), true
 		default:
 			if len(pod) == 0 || math.IsNaN(v) {
@@ -166,8 +181,15 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 			if v < 0 || math.IsInf(v, 0) || sig != catalog.GPUMemoryUsedBytes && v > 1 {
 				return nil, fmt.Errorf("agent page line %d (%s): value %v out of range", lineNo, name, v)
 			}
-			i := p.pod(ns, pod)
-			if p.counted(i, sig, uuid) {
+			i, err := p.pod(ns, pod)
+			if err != nil {
+				return nil, fmt.Errorf("agent page line %d (%s): %w", lineNo, name, err)
+			}
+			counted, err := p.counted(i, sig, uuid)
+			if err != nil {
+				return nil, fmt.Errorf("agent page line %d (%s): %w", lineNo, name, err)
+			}
+			if counted {
 				continue
 			}
 			a := &p.acc[i]
@@ -208,35 +230,42 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 	return p.out, nil
 }
 
-// pod returns the index of the pod in p.out, adding it if new.
-func (p *Parser) pod(ns, pod []byte) int {
+// pod returns the index of the pod in p.out, adding it if new; past
+// MaxPods it fails.
+func (p *Parser) pod(ns, pod []byte) (int, error) {
 	for i := range p.out {
 		if p.out[i].Pod == string(pod) && p.out[i].Namespace == string(ns) {
-			return i
+			return i, nil
 		}
+	}
+	if len(p.out) >= MaxPods {
+		return 0, fmt.Errorf("the page names more than %d pods", MaxPods)
 	}
 	p.out = append(p.out, PodGPU{Namespace: p.str(ns), Pod: p.str(pod)})
 	p.acc = append(p.acc, podAcc{})
-	return len(p.out) - 1
+	return len(p.out) - 1, nil
 }
 
 // counted reports whether the GPU's series for the pod and signal was
-// already counted, and records it if not.
-func (p *Parser) counted(pod int, sig catalog.Signal, uuid []byte) bool {
+// already counted, and records it if not; past MaxGPUSeries it fails.
+func (p *Parser) counted(pod int, sig catalog.Signal, uuid []byte) (bool, error) {
 	newGPU := true
 	for _, s := range p.seen {
 		if s.pod == pod && bytes.Equal(s.uuid, uuid) {
 			if s.signal == sig {
-				return true
+				return true, nil
 			}
 			newGPU = false
 		}
+	}
+	if len(p.seen) >= MaxGPUSeries {
+		return false, fmt.Errorf("the page holds more than %d per-pod GPU series", MaxGPUSeries)
 	}
 	if newGPU {
 		p.acc[pod].distinct++
 	}
 	p.seen = append(p.seen, seenGPU{pod: pod, signal: sig, uuid: uuid})
-	return false
+	return false, nil
 }
 
 // str returns b as a string, reusing a string from earlier pages when one is

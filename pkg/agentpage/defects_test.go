@@ -1,6 +1,7 @@
 package agentpage_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,6 +49,61 @@ func TestDefect_InfiniteMemoryIsRefused(t *testing.T) {
 			}
 			if want := pod("ns", "p", 2, -1, -1, 2e300); len(got) != 1 || got[0] != want {
 				t.Errorf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// The parser's lookups are linear (so that it does not allocate), so the
+// pods and GPU series one page may hold are bounded: a page within the body
+// size limit that names tens of thousands of pods is refused at the bound
+// instead of costing seconds of CPU. A page at the bounds parses.
+func TestDefect_PageBounds(t *testing.T) {
+	const up = "gpu_agent_up{backend=\"nvml\",reason=\"ok\"} 1\n"
+	pods := func(n int) string {
+		var b strings.Builder
+		b.WriteString(up)
+		for i := range n {
+			fmt.Fprintf(&b, "gpu_agent_pod_gpus{namespace=\"ns\",pod=\"p%d\"} 1\n", i)
+		}
+		return b.String()
+	}
+	// series spreads n GPU series over the most pods allowed, one signal
+	// each (utilization, on distinct GPUs).
+	series := func(n int) string {
+		var b strings.Builder
+		b.WriteString(up)
+		for i := range n {
+			fmt.Fprintf(&b, "gpu_agent_gpu_utilization_ratio{gpu_uuid=\"GPU-%d\",namespace=\"ns\",pod=\"p%d\"} 0.5\n", i, i%agentpage.MaxPods)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name     string
+		page     string
+		wantPods int
+		wantErr  string
+	}{
+		{"pods at the bound", pods(agentpage.MaxPods), agentpage.MaxPods, ""},
+		{"one pod more", pods(agentpage.MaxPods + 1), 0, fmt.Sprintf("agent page line %d (gpu_agent_pod_gpus): the page names more than %d pods", agentpage.MaxPods+2, agentpage.MaxPods)},
+		{"GPU series at the bound", series(agentpage.MaxGPUSeries), agentpage.MaxPods, ""},
+		{"one GPU series more", series(agentpage.MaxGPUSeries + 1), 0, fmt.Sprintf("agent page line %d (gpu_agent_gpu_utilization_ratio): the page holds more than %d per-pod GPU series", agentpage.MaxGPUSeries+2, agentpage.MaxGPUSeries)},
+	}
+	var p agentpage.Parser
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := p.Parse([]byte(tc.page))
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("Parse: error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if len(got) != tc.wantPods {
+				t.Errorf("Parse: %d pods, want %d", len(got), tc.wantPods)
 			}
 		})
 	}
