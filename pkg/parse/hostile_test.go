@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // manyModels is a vLLM page with n models, one queue line each; model i
@@ -321,5 +322,105 @@ func TestDefect8_DuplicateSeries(t *testing.T) {
 		if _, err := p.Parse(readFixture(t, f)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestDefect_AccumulatorsBoundedBetweenPages: the per-model accumulators
+// (3.5 KB each, histograms included) a page made the Parser grow are not
+// all kept for the pages after it. 256 models (the most a page may have)
+// are 880 KB; with the models bound once per server, one 192 KB page of
+// 256 models for each built-in server made 2,300 of them, 8 MB kept by
+// every worker's Parser that ever read such a page.
+func TestDefect_AccumulatorsBoundedBetweenPages(t *testing.T) {
+	perServer := func(names []string, n int) []byte {
+		var b bytes.Buffer
+		for _, name := range names {
+			for i := range n {
+				fmt.Fprintf(&b, "%s{model_name=\"m%d\",model=\"m%d\",kv_cache_block_type=\"fraction\"} 1\n", name, i, i)
+			}
+		}
+		return b.Bytes()
+	}
+	every := []string{"vllm:num_requests_waiting", "tgi_queue_size", "sglang:num_queue_reqs", "trtllm_num_requests_waiting",
+		"nv_trt_llm_kv_cache_block_metrics", "jetstream_prefill_backlog_size",
+		"inference_extension_flow_control_queue_size", "inference_front_door_pending_requests"}
+	const maxKeptBytes = 256 << 10 // "a few hundred KiB at most"
+	for _, tc := range []struct {
+		name   string
+		page   []byte
+		server Server
+	}{
+		{"256 models of one server", manyModels(DefaultMaxModels), Unknown},
+		{"256 models of every server", perServer(every, DefaultMaxModels), Unknown},
+		{"256 models of every server, parsed as vLLM", perServer(every, DefaultMaxModels), VLLMV1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewParser()
+			if _, err := p.ParseAs(tc.page, tc.server); err != nil && !errors.Is(err, ErrLimit) {
+				t.Fatalf("hostile page: %v", err) // refused at the models bound or not, it grew the accumulators
+			}
+			if _, err := p.Parse([]byte("tgi_queue_size 1\n")); err != nil {
+				t.Fatal(err)
+			}
+			if kept := cap(p.accs) * int(unsafe.Sizeof(accum{})); kept > maxKeptBytes {
+				t.Fatalf("the Parser keeps %d accumulators (%d KiB) after a small page, want at most %d KiB",
+					cap(p.accs), kept>>10, maxKeptBytes>>10)
+			}
+		})
+	}
+}
+
+// TestDefect_ModelsBoundPageWide: the models bound holds for the whole
+// page, not for each server's series apart. Per server, one page could name
+// 256 models under each server's names (each model a 3.5 KB accumulator):
+// 8 MB for a 192 KB page with the built-in servers, 87 MB live (440 MB
+// allocated) for a 661 KB page with 100 custom servers, in every worker.
+func TestDefect_ModelsBoundPageWide(t *testing.T) {
+	// page names n models under each of names (distinct per name).
+	page := func(n int, names ...string) []byte {
+		var b bytes.Buffer
+		for s, name := range names {
+			for i := range n {
+				fmt.Fprintf(&b, "%s{model_name=\"s%d-m%d\",model=\"s%d-m%d\",kv_cache_block_type=\"fraction\"} 1\n", name, s, i, s, i)
+			}
+		}
+		return b.Bytes()
+	}
+	every := []string{"vllm:num_requests_waiting", "tgi_queue_size", "sglang:num_queue_reqs", "trtllm_num_requests_waiting",
+		"nv_trt_llm_kv_cache_block_metrics", "jetstream_prefill_backlog_size",
+		"inference_extension_flow_control_queue_size", "inference_front_door_pending_requests"}
+	var cs []CustomServer
+	var custom []string
+	for i := range 4 {
+		cs = append(cs, CustomServer{Name: fmt.Sprintf("c%d", i), ModelLabel: "model", Queue: Series{Name: fmt.Sprintf("c%d_queue", i)}})
+		custom = append(custom, fmt.Sprintf("c%d_queue", i))
+	}
+	servers, err := NewServers(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		page      []byte
+		servers   *Servers
+		wantLimit bool
+	}{
+		{"256 models of every built-in server", page(DefaultMaxModels, every...), nil, true},
+		{"100 models of each of three servers", page(100, every[0], every[2], every[3]), nil, true},
+		{"255 vLLM models and TGI's one", page(DefaultMaxModels-1, every[0], every[1]), nil, false},
+		{"128 models of each of two servers", page(DefaultMaxModels/2, every[0], every[2]), nil, false},
+		{"100 models of each of four custom servers", page(100, custom...), servers, true},
+		{"64 models of each of four custom servers", page(64, custom...), servers, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewParserFor(tc.servers)
+			_, err := p.Parse(tc.page)
+			if got := errors.Is(err, ErrLimit); got != tc.wantLimit {
+				t.Fatalf("Parse: %v; want ErrLimit: %v", err, tc.wantLimit)
+			}
+			if len(p.accs) > DefaultMaxModels {
+				t.Errorf("%d accumulators, want at most %d", len(p.accs), DefaultMaxModels)
+			}
+		})
 	}
 }

@@ -61,8 +61,9 @@ type Limits struct {
 	// MaxLabelValueBytes bounds each label name and (unescaped) label value
 	// on a wanted line. Lines the parser does not need are not looked at.
 	MaxLabelValueBytes int
-	// MaxModels bounds the distinct model label values of one server's
-	// wanted series on a page.
+	// MaxModels bounds the models on a page: the distinct model label
+	// values of each server's wanted series, counted over all servers
+	// together (a name under two servers' series counts twice).
 	MaxModels int
 }
 
@@ -150,6 +151,12 @@ const (
 // maxRetainedEntries bounds the per-page maps (series hashes, model index)
 // a Parser keeps between pages; a larger one is dropped and made again.
 const maxRetainedEntries = 4096
+
+// maxRetainedAccums bounds the per-model accumulators (about 3.5 KB each,
+// their histograms included) a Parser keeps between pages: a page may make
+// up to Limits.MaxModels of them (880 KB at the default 256); more than
+// this are dropped and made again.
+const maxRetainedAccums = 64
 
 // maxRetainedLoRALines bounds the adapter-list buffers a Parser keeps
 // between pages (a vLLM page has one vllm:lora_requests_info model); more
@@ -278,6 +285,9 @@ func (p *Parser) ParseBy(page []byte, server Server, deadline time.Time) (*Page,
 // reset forgets the last page, keeping the memory it needed unless that
 // grew past what a Parser should hold on to.
 func (p *Parser) reset() {
+	if cap(p.accs) > maxRetainedAccums {
+		p.accs = nil // 3.5 KB each: a page of many models must not pin them
+	}
 	clear(p.accs) // drop the name strings
 	p.accs = p.accs[:0]
 	for s, m := range p.index {
@@ -668,7 +678,7 @@ func (p *Parser) accum(server Server, model []byte) *accum {
 		p.last = i
 		return &p.accs[i]
 	}
-	if len(idx) >= p.limits.MaxModels {
+	if len(p.accs) >= p.limits.MaxModels { // the whole page's, not idx's: every server's models count
 		return nil
 	}
 	if idx == nil {

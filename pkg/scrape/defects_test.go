@@ -335,3 +335,64 @@ func TestNamespaceShare_HangingNamespaceCannotStallOthers(t *testing.T) {
 		t.Errorf("the hanging namespace had %d scrapes in flight at once, want at most its share %d", inFlight, cfg.NamespaceConcurrency)
 	}
 }
+
+// TestDefect_RedirectLocationBounded: a redirect's Location is page text
+// (the tenant writes it), so the failure's error quotes only a few dozen
+// bytes of it, however long it is (up to the 64 KiB header bound).
+func TestDefect_RedirectLocationBounded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		location string
+		wantIn   string // in the error's text
+	}{
+		{"short location is quoted whole", "/elsewhere", `"/elsewhere"`},
+		{"long location", "/" + strings.Repeat("a", 60<<10), `"/aaaa`},
+		{"long location of escapes", "/" + strings.Repeat("\x01", 60<<10), `"/\x01\x01`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := "HTTP/1.1 302 Found\r\nLocation: " + tc.location + "\r\nContent-Length: 0\r\n\r\n"
+			srv := newRawServer(t, func(int, int) (string, bool) { return resp, false })
+			err := getOnce(t, &worker{}, testEndpoint(t, srv.url()), 1<<20)
+			if got := ReasonOf(err); got != ReasonRedirect {
+				t.Fatalf("reason %q (%v), want %q", got, err, ReasonRedirect)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.wantIn) || len(msg) > 400 {
+				t.Fatalf("error of %d bytes %.120q…, want at most 400 bytes containing %q", len(msg), msg, tc.wantIn)
+			}
+		})
+	}
+}
+
+// TestDefect_IncompleteGzipInWholeBody: a body that arrived whole (its
+// framing ended cleanly) but is empty or cut-short gzip is a bad page
+// (parse), not a broken connection; a body cut short by the connection
+// stays a connection failure.
+func TestDefect_IncompleteGzipInWholeBody(t *testing.T) {
+	t.Parallel()
+	z := string(gzipped(t, simplePage(1)))
+	gz := okHead + "Content-Encoding: gzip\r\n"
+	for _, tc := range []struct {
+		name       string
+		resp       string
+		closeAfter bool
+		want       string
+	}{
+		{"empty gzip body", gz + "Content-Length: 0\r\n\r\n", false, ReasonParse},
+		{"gzip body shorter than its header", gz + "Content-Length: 3\r\n\r\nabc", false, ReasonParse},
+		{"gzip stream cut, content-length whole", gz + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(z)-12) + z[:len(z)-12], false, ReasonParse},
+		{"gzip stream cut, chunked whole", gz + "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(z)-12, z[:len(z)-12]), false, ReasonParse},
+		{"gzip body cut by the connection", gz + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(z)) + z[:len(z)-12], true, ReasonConnection},
+		{"whole gzip body", gz + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(z)) + z, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newRawServer(t, func(int, int) (string, bool) { return tc.resp, tc.closeAfter })
+			err := getOnce(t, &worker{}, testEndpoint(t, srv.url()), 1<<20)
+			if got := ReasonOf(err); got != tc.want {
+				t.Fatalf("reason %q (%v), want %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -104,6 +104,11 @@ func (w *worker) parseAgent() ([]agentpage.PodGPU, error) {
 // readBody reads a 200 response's body r into w.buf, decompressing it when
 // gzipped; contentLength is -1 when unknown. On failure the error is an *Error.
 func (w *worker) readBody(parent context.Context, deadline time.Time, r io.Reader, contentLength int64, gzipped bool, maxBody int64) (int, error) {
+	// whole says that the response's body arrived whole (its framing ended
+	// cleanly): a gzip stream that ends early within it is a bad page, not
+	// a broken connection.
+	src := r
+	whole := func() bool { b, ok := src.(*body); return ok && b.done }
 	if gzipped {
 		// gzip.Reader.Reset allocates a bufio.Reader per call unless its
 		// source is a flate.Reader, so give it the worker's own.
@@ -120,7 +125,7 @@ func (w *worker) readBody(parent context.Context, deadline time.Time, r io.Reade
 			err = w.gz.Reset(w.br)
 		}
 		if err != nil {
-			return 0, bodyError(parent, deadline, fmt.Errorf("reading gzip header: %w", err), true)
+			return 0, bodyError(parent, deadline, fmt.Errorf("reading gzip header: %w", err), true, whole())
 		}
 		r = w.gz
 	} else if contentLength > maxBody {
@@ -133,7 +138,7 @@ func (w *worker) readBody(parent context.Context, deadline time.Time, r io.Reade
 			w.buf = nil // do not keep a buffer that big for the next target
 			return n, &Error{ReasonBodyTooLarge, fmt.Errorf("body exceeds the limit of %d bytes", maxBody)}
 		}
-		return n, bodyError(parent, deadline, fmt.Errorf("reading body: %w", err), gzipped)
+		return n, bodyError(parent, deadline, fmt.Errorf("reading body: %w", err), gzipped, gzipped && whole())
 	}
 	return n, nil
 }
@@ -190,12 +195,14 @@ func classify(parent context.Context, deadline time.Time, err error) error {
 }
 
 // bodyError classifies an error met while reading the body: a context that
-// ended, a broken connection, or (for gzip) a corrupt stream.
-func bodyError(parent context.Context, deadline time.Time, err error, gzipped bool) error {
+// ended, a broken connection, or (for gzip) a corrupt stream, which a
+// stream cut short in a body that arrived whole (whole) is too.
+func bodyError(parent context.Context, deadline time.Time, err error, gzipped, whole bool) error {
 	if parent.Err() != nil || isTimeout(err) || !time.Now().Before(deadline) {
 		return classify(parent, deadline, err)
 	}
-	if gzipped && (errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || isFlateError(err)) {
+	cut := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	if gzipped && (errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || isFlateError(err) || whole && cut) {
 		return &Error{ReasonParse, err}
 	}
 	return &Error{ReasonConnection, err}
@@ -207,8 +214,8 @@ func isTimeout(err error) bool {
 }
 
 // isFlateError reports whether err says the deflate stream is corrupt.
-// A stream cut short (io.ErrUnexpectedEOF) is ambiguous, since the
-// connection may have broken, and is left to ReasonConnection.
+// A stream cut short (io.ErrUnexpectedEOF) is not: bodyError tells a body
+// that arrived whole (a bad page) from a connection that broke.
 func isFlateError(err error) bool {
 	var corrupt flate.CorruptInputError
 	var internal flate.InternalError

@@ -142,7 +142,8 @@ func (h *headReader) readOne(r *bufio.Reader, budget, lines *int) (respHead, err
 				}
 			}
 		case equalFold(name, "Location") && hd.status >= 300 && hd.status < 400:
-			hd.location = string(value)
+			// Only for the error's text: page text, so cut short.
+			hd.location = string(truncate(value))
 		}
 	}
 	if minor == 0 {
