@@ -137,6 +137,8 @@ var dialects = [...]dialect{
 		{name: "vllm:num_preemptions_total", role: rolePreempt},
 		{name: "vllm:time_to_first_token_seconds_bucket", role: roleTTFT},
 		{name: "vllm:time_per_output_token_seconds_bucket", role: roleITL},
+		// From vLLM 0.6 on; older V0 releases have no queue-time histogram.
+		{name: "vllm:request_queue_time_seconds_bucket", role: roleQueueTime},
 		{name: "vllm:e2e_request_latency_seconds_bucket", role: roleE2E},
 		{name: "vllm:lora_requests_info", role: roleLoRA},
 	}},

@@ -246,3 +246,32 @@ func TestParseHistogramCases(t *testing.T) {
 		})
 	}
 }
+
+// TestVLLMV0QueueTime: a pod annotated vllm-v0 is read with the V0 table,
+// which must read the queue-time histogram that later V0 releases publish
+// under the same name as V1 (an auto-detected V0 page is read with the V1
+// table and had it already).
+func TestVLLMV0QueueTime(t *testing.T) {
+	page := []byte(`vllm:num_requests_waiting{model_name="m"} 2
+vllm:request_queue_time_seconds_bucket{model_name="m",le="0.5"} 3
+vllm:request_queue_time_seconds_bucket{model_name="m",le="+Inf"} 4
+vllm:request_queue_time_seconds_count{model_name="m"} 4
+`)
+	for _, server := range []Server{Unknown, VLLMV0} {
+		got, err := NewParser().ParseAs(page, server)
+		if err != nil {
+			t.Fatalf("as %s: %v", server, err)
+		}
+		if len(got.Models) != 1 {
+			t.Fatalf("as %s: %d models, want 1", server, len(got.Models))
+		}
+		h := got.Models[0].Hists[catalog.QueueTime]
+		if h == nil {
+			t.Errorf("as %s: no queue-time histogram", server)
+			continue
+		}
+		if err := sameHist(h, map[float64]float64{0.5: 3, math.Inf(1): 4}); err != nil {
+			t.Errorf("as %s: queue time: %v", server, err)
+		}
+	}
+}
