@@ -1,6 +1,9 @@
 // Package parse reads a model server's Prometheus text /metrics page and
 // picks out the few series that carry the serving signals (queue size, batch
-// size, KV-cache usage, batch fill), per model, for every built-in server and
+// size, KV-cache usage, batch fill), the counters (tokens, requests,
+// preemptions) and latency histograms (time to first token, inter-token
+// latency, queue time, end-to-end latency) behind the SLO signals, and
+// vLLM's running LoRA adapters, per model, for every built-in server and
 // any custom ones. It owns the table of wanted series and the detection of
 // which server wrote a page. It is a single forward scan over the page's
 // lines that looks closely only at the lines it needs, does constant work per
