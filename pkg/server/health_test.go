@@ -15,28 +15,50 @@ type fakeActivity struct {
 	last    time.Time
 }
 
-func (f fakeActivity) Targets() int          { return f.targets }
-func (f fakeActivity) LastScrape() time.Time { return f.last }
+func (f *fakeActivity) Targets() int          { return f.targets }
+func (f *fakeActivity) LastScrape() time.Time { return f.last }
 
+// TestScrapeLoopAlive: each case probes the check at the given times
+// before now (the scraper's activity as given), then at now, and checks
+// the last answer. A loop's first scrape waits up to an interval: targets
+// that the check has just seen appear (at start, or after a time without
+// any) do not fail it until three intervals have passed without a scrape.
 func TestScrapeLoopAlive(t *testing.T) {
 	now := time.Unix(10_000, 0)
-	clk := testclock.NewFakePassiveClock(now)
+	type probe struct {
+		before time.Duration // before now
+		act    fakeActivity
+	}
+	longAgo := now.Add(-time.Hour)
 	for _, tc := range []struct {
 		name    string
+		earlier []probe
 		act     fakeActivity
 		wantErr string
 	}{
-		{"no targets, never scraped", fakeActivity{}, ""},
-		{"targets, scraped within three intervals", fakeActivity{targets: 5, last: now.Add(-2500 * time.Millisecond)}, ""},
-		{"targets, last scrape just at the limit", fakeActivity{targets: 5, last: now.Add(-3 * time.Second)}, ""},
-		{"targets, nothing for over three intervals", fakeActivity{targets: 5, last: now.Add(-3001 * time.Millisecond)}, "no scrape started in 3s"},
-		{"targets, never scraped", fakeActivity{targets: 1}, "although there are targets"},
+		{"no targets, never scraped", nil, fakeActivity{}, ""},
+		{"targets, scraped within three intervals", []probe{{time.Hour, fakeActivity{targets: 5, last: longAgo}}}, fakeActivity{targets: 5, last: now.Add(-2500 * time.Millisecond)}, ""},
+		{"targets, last scrape just at the limit", []probe{{time.Hour, fakeActivity{targets: 5, last: longAgo}}}, fakeActivity{targets: 5, last: now.Add(-3 * time.Second)}, ""},
+		{"targets, nothing for over three intervals", []probe{{time.Hour, fakeActivity{targets: 5, last: longAgo}}}, fakeActivity{targets: 5, last: now.Add(-3001 * time.Millisecond)}, "no scrape started in 3s"},
+		{"targets for over three intervals, never scraped", []probe{{3001 * time.Millisecond, fakeActivity{targets: 1}}}, fakeActivity{targets: 1}, "although there are targets"},
+		{"targets just appeared at start, never scraped", nil, fakeActivity{targets: 1}, ""},
+		{"targets appeared after a time without any", []probe{{time.Hour, fakeActivity{targets: 1, last: longAgo}}, {10 * time.Minute, fakeActivity{last: longAgo}}, {2 * time.Second, fakeActivity{targets: 1, last: longAgo}}}, fakeActivity{targets: 1, last: longAgo}, ""},
+		{"targets appeared after a time without any, not scraped since", []probe{{10 * time.Minute, fakeActivity{last: longAgo}}, {3001 * time.Millisecond, fakeActivity{targets: 1, last: longAgo}}}, fakeActivity{targets: 1, last: longAgo}, "no scrape started in 3s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			check := scrapeLoopAlive(tc.act, time.Second, clk)
+			clk := testclock.NewFakePassiveClock(now)
+			act := &fakeActivity{}
+			check := scrapeLoopAlive(act, time.Second, clk)
 			if check.Name() != "scrape-loop" {
 				t.Errorf("name %q, want scrape-loop", check.Name())
 			}
+			for _, p := range tc.earlier {
+				clk.SetTime(now.Add(-p.before))
+				*act = p.act
+				_ = check.Check(nil)
+			}
+			clk.SetTime(now)
+			*act = tc.act
 			err := check.Check(nil)
 			switch {
 			case tc.wantErr == "" && err != nil:

@@ -2,6 +2,7 @@ package server
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -34,11 +35,27 @@ func (m podListers) List(sel labels.Selector) ([]*corev1.Pod, error) {
 	return out, nil
 }
 
+// Pods returns the lister of namespace ns; for metav1.NamespaceAll (a
+// question across all namespaces), the pods of every watched namespace.
 func (m podListers) Pods(ns string) corelisters.PodNamespaceLister {
+	if ns == metav1.NamespaceAll {
+		return allPods{m}
+	}
 	if l, ok := m[ns]; ok {
 		return l.Pods(ns)
 	}
 	return corelisters.NewPodLister(emptyIndexer()).Pods(ns)
+}
+
+// allPods is podListers' namespace lister for all namespaces: it lists the
+// pods of every watched namespace, and like client-go's lister for
+// NamespaceAll, gets none by name.
+type allPods struct{ m podListers }
+
+func (a allPods) List(sel labels.Selector) ([]*corev1.Pod, error) { return a.m.List(sel) }
+
+func (a allPods) Get(name string) (*corev1.Pod, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource("pod"), name)
 }
 
 type deploymentListers map[string]appslisters.DeploymentLister

@@ -2,16 +2,19 @@ package server
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
@@ -206,4 +209,55 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// TestPodListersAllNamespaces: with --namespaces the pods come from one
+// lister per namespace; a question across all namespaces (namespace "", as
+// `kubectl get --raw /apis/custom.metrics.k8s.io/v1beta2/pods/*/…` asks)
+// must see the pods of every watched namespace, as the single lister of an
+// all-namespaces adapter does, not none.
+func TestPodListersAllNamespaces(t *testing.T) {
+	lister := func(pods ...*corev1.Pod) corelisters.PodLister {
+		idx := emptyIndexer()
+		for _, p := range pods {
+			if err := idx.Add(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return corelisters.NewPodLister(idx)
+	}
+	pod := func(ns, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}}}
+	}
+	m := podListers{"a": lister(pod("a", "p1"), pod("a", "p2")), "b": lister(pod("b", "p3"))}
+	tests := []struct {
+		name string
+		ns   string
+		sel  labels.Selector
+		want []string
+	}{
+		{"one namespace", "a", labels.Everything(), []string{"a/p1", "a/p2"}},
+		{"unwatched namespace", "c", labels.Everything(), nil},
+		{"all namespaces", metav1.NamespaceAll, labels.Everything(), []string{"a/p1", "a/p2", "b/p3"}},
+		{"all namespaces, a selector", metav1.NamespaceAll, labels.SelectorFromSet(labels.Set{"app": "p3"}), []string{"b/p3"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pods, err := m.Pods(tc.ns).List(tc.sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range pods {
+				got = append(got, p.Namespace+"/"+p.Name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Pods(%q).List(%s) = %v, want %v", tc.ns, tc.sel, got, tc.want)
+			}
+		})
+	}
+	if _, err := m.Pods(metav1.NamespaceAll).Get("p1"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of a pod without its namespace: %v, want NotFound", err)
+	}
 }

@@ -273,14 +273,30 @@ type scrapeActivity interface {
 }
 
 // scrapeLoopAlive is the livez check that the scrape loop runs: with
-// targets, a scrape must have started within three intervals.
+// targets, a scrape must have started within three intervals. The three
+// intervals count from the time the check first saw targets after seeing
+// none, if later than the last scrape: a loop's first scrape waits a random
+// delay of up to an interval, so targets that appear at start, or after a
+// time without any, must not fail the check for a scrape that was never
+// due (at a 30s interval, kubelet's three failed probes would restart the
+// adapter).
 func scrapeLoopAlive(s scrapeActivity, interval time.Duration, clk clock.PassiveClock) healthz.HealthChecker {
+	var (
+		mu    sync.Mutex
+		since time.Time // when the check first saw targets after none; zero while none
+	)
 	return healthz.NamedCheck("scrape-loop", func(*http.Request) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if s.Targets() == 0 {
+			since = time.Time{}
 			return nil
 		}
+		if since.IsZero() {
+			since = clk.Now()
+		}
 		last := s.LastScrape()
-		if limit := 3 * interval; clk.Since(last) > limit {
+		if limit := 3 * interval; clk.Since(last) > limit && clk.Since(since) > limit {
 			return fmt.Errorf("no scrape started in %s (last at %s) although there are targets", limit, last.Format(time.RFC3339))
 		}
 		return nil

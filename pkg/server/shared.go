@@ -86,15 +86,23 @@ func (s *sharedParts) stringMap(table map[string]map[string]string, m map[string
 	}
 	slices.Sort(keys)
 	var b strings.Builder
-	b.Grow(n)
+	b.Grow(n + 8*len(keys))
 	for _, k := range keys {
-		// Label and annotation keys hold no NUL; values are ended by one.
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(m[k])
-		b.WriteByte(0)
+		// Annotation values may hold any byte, NUL included: each string
+		// is length-prefixed so that no other map has the same key.
+		writeField(&b, k)
+		writeField(&b, m[k])
 	}
 	return share(s, table, b.String(), m)
+}
+
+// writeField writes s to b as its length, a colon and s itself: a
+// concatenation of such fields splits only one way, whatever bytes the
+// strings hold, so that two different parts never get the same key.
+func writeField(b *strings.Builder, s string) {
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte(':')
+	b.WriteString(s)
 }
 
 // ownerRefs returns owner references equal to refs, shared, or refs.
@@ -104,9 +112,10 @@ func (s *sharedParts) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerRefe
 	}
 	var b strings.Builder
 	for _, r := range refs {
+		// Only the fields' sizes are checked by the API server, so each is
+		// length-prefixed (writeField).
 		for _, f := range []string{r.APIVersion, r.Kind, r.Name, string(r.UID), optBool(r.Controller), optBool(r.BlockOwnerDeletion)} {
-			b.WriteString(f)
-			b.WriteByte(0)
+			writeField(&b, f)
 		}
 		if b.Len() > maxSharedKey {
 			return refs

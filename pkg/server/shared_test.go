@@ -111,3 +111,55 @@ func TestSharedPartsBounded(t *testing.T) {
 		t.Errorf("an annotation over %d bytes was stored", maxSharedKey)
 	}
 }
+
+// TestSharedPartsNoCrossPodAliasing: annotation values, and owner
+// references' names, may hold any byte, NUL included (the API server checks
+// only their keys and sizes). A tenant whose pod's part is crafted so that
+// its key encodes like another pod's must not have that part handed to the
+// other pod: the victim would then read the tenant's annotations (its port,
+// path, server or opt-in lost) or owner references.
+func TestSharedPartsNoCrossPodAliasing(t *testing.T) {
+	yes := true
+	tests := []struct {
+		name          string
+		attacker, pod *corev1.Pod
+		part          func(p *corev1.Pod) any
+	}{
+		{
+			name: "annotations",
+			attacker: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+				"inference-metrics-adapter/server": "vllm\x00prometheus.io/port\x008000",
+			}}},
+			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+				"inference-metrics-adapter/server": "vllm", "prometheus.io/port": "8000",
+			}}},
+			part: func(p *corev1.Pod) any { return p.Annotations },
+		},
+		{
+			name: "owner references",
+			attacker: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "r\x00u\x00true\x00-\x00apps/v1\x00ReplicaSet\x00s", UID: "v", Controller: &yes},
+			}}},
+			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "r", UID: "u", Controller: &yes},
+				{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "s", UID: "v", Controller: &yes},
+			}}},
+			part: func(p *corev1.Pod) any { return p.OwnerReferences },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := newSharedParts()
+			if _, err := sp.slimPod(tc.attacker); err != nil { // first into the table
+				t.Fatal(err)
+			}
+			obj, err := sp.slimPod(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := tc.part(obj.(*corev1.Pod)), tc.part(tc.pod); !reflect.DeepEqual(got, want) {
+				t.Errorf("the pod's %s are %q, want its own %q", tc.name, got, want)
+			}
+		})
+	}
+}

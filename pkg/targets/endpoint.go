@@ -12,6 +12,11 @@ import (
 // DefaultPath is the metrics path used when the pod does not name one.
 const DefaultPath = "/metrics"
 
+// MaxPathLen is the longest prometheus.io/path the adapter scrapes: an
+// annotation value may be hundreds of KiB, and the URL goes into every
+// scrape error and log line about the pod.
+const MaxPathLen = 1024
+
 // Endpoint returns the URL of pod's metrics page: port from the
 // prometheus.io/port annotation, else the container port named "metrics",
 // else "http", else the first container port; path from prometheus.io/path,
@@ -27,7 +32,10 @@ func Endpoint(pod *corev1.Pod) (string, error) {
 	path := DefaultPath
 	if p, ok := pod.Annotations[AnnotationPath]; ok && p != "" {
 		if !strings.HasPrefix(p, "/") {
-			return "", fmt.Errorf("annotation %s=%q: must start with /", AnnotationPath, p)
+			return "", fmt.Errorf("annotation %s=%s: must start with /", AnnotationPath, quoteShort(p))
+		}
+		if len(p) > MaxPathLen {
+			return "", fmt.Errorf("annotation %s=%s: %d bytes, more than %d", AnnotationPath, quoteShort(p), len(p), MaxPathLen)
 		}
 		path = p
 	}
@@ -38,7 +46,7 @@ func endpointPort(pod *corev1.Pod) (int, error) {
 	if s, ok := pod.Annotations[AnnotationPort]; ok {
 		p, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || p < 1 || p > 65535 {
-			return 0, fmt.Errorf("annotation %s=%q: not a port number", AnnotationPort, s)
+			return 0, fmt.Errorf("annotation %s=%s: not a port number", AnnotationPort, quoteShort(s))
 		}
 		return p, nil
 	}
@@ -62,4 +70,14 @@ func endpointPort(pod *corev1.Pod) (int, error) {
 		return 0, fmt.Errorf("no %s annotation and no container port", AnnotationPort)
 	}
 	return int(first), nil
+}
+
+// quoteShort quotes an annotation's value for an error, cut to 64 bytes:
+// the value is the pod owner's, and errors reach logs and answers.
+func quoteShort(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(strings.ToValidUTF8(s[:n], "")) + "..."
 }

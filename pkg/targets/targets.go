@@ -105,6 +105,14 @@ type Config struct {
 	Servers *parse.Servers
 }
 
+// MaxSelectorLen is the longest label selector (its String()) kept as
+// demand. A question's selector is the reader's to choose and a URL may
+// carry one of about 1 MiB; demand keeps each entry's selector, so a longer
+// one is answered but, like labels.Nothing(), kept as no demand: its
+// never-scraped pods are scraped once, then only while other demand wants
+// them. A Deployment's selector is far shorter.
+const MaxSelectorLen = 4096
+
 // AgentTrust returns the rule that decides which pods are gpu-agents.
 func (c Config) AgentTrust() AgentTrust {
 	return AgentTrust{Selector: c.AgentSelector, Namespace: c.AgentNamespace}
@@ -193,8 +201,9 @@ func (t *Tracker) Run(ctx context.Context) {
 //
 // Demand is bounded (Config.MaxSelectorsPerNamespace, Config.MaxSelectors):
 // past a bound the least recently asked entry is dropped.
-// A selector that selects nothing (labels.Nothing()) registers no demand: the
-// pods are scraped once now and kept only while other demand wants them.
+// A selector that selects nothing (labels.Nothing()), or one longer than
+// MaxSelectorLen, registers no demand: the pods are scraped once now and
+// kept only while other demand wants them.
 // A selector that selects everything, or an empty namespace, registers no
 // demand and scrapes nothing: such questions are answered from pods already
 // scraped.
@@ -204,9 +213,13 @@ func (t *Tracker) Want(ctx context.Context, namespace string, selector labels.Se
 	}
 	added := false
 	if _, selectable := selector.Requirements(); selectable {
-		t.mu.Lock()
-		added = t.demand.ask(namespace, demandKey{s: selector.String()}, selector, t.clock.Now())
-		t.mu.Unlock()
+		if key := selector.String(); len(key) <= MaxSelectorLen {
+			t.mu.Lock()
+			added = t.demand.ask(namespace, demandKey{s: key}, selector, t.clock.Now())
+			t.mu.Unlock()
+		} else {
+			klog.V(2).InfoS("Label selector too long to keep as demand; answering from a first scrape only", "namespace", namespace, "length", len(key), "limit", MaxSelectorLen)
+		}
 	}
 	t.firstScrape(ctx, pods, added)
 }

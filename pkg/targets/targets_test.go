@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,8 @@ func TestEndpoint(t *testing.T) {
 		{"bad port annotation", testPod("p", map[string]string{AnnotationPort: "http"}), "", true},
 		{"port out of range", testPod("p", map[string]string{AnnotationPort: "70000"}), "", true},
 		{"relative path", testPod("p", map[string]string{AnnotationPort: "1", AnnotationPath: "metrics"}), "", true},
+		{"longest path", testPod("p", map[string]string{AnnotationPort: "1", AnnotationPath: "/" + strings.Repeat("a", MaxPathLen-1)}), "http://10.0.0.1:1/" + strings.Repeat("a", MaxPathLen-1), false},
+		{"path too long", testPod("p", map[string]string{AnnotationPort: "1", AnnotationPath: "/" + strings.Repeat("a", MaxPathLen)}), "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +52,18 @@ func TestEndpoint(t *testing.T) {
 				t.Fatalf("Endpoint = %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+	// An annotation's value is quoted in the error cut short, whatever
+	// its size.
+	for _, ann := range []map[string]string{
+		{AnnotationPort: strings.Repeat("x", 1<<20)},
+		{AnnotationPort: "1", AnnotationPath: strings.Repeat("x", 1<<20)},
+		{AnnotationPort: "1", AnnotationPath: "/" + strings.Repeat("x", 1<<20)},
+	} {
+		_, err := Endpoint(testPod("p", ann))
+		if err == nil || len(err.Error()) > 200 {
+			t.Errorf("Endpoint with a 1 MiB annotation: error of %d bytes, want an error of at most 200", len(fmt.Sprint(err)))
+		}
 	}
 	v6 := testPod("p", nil, corev1.ContainerPort{ContainerPort: 8000})
 	v6.Status.PodIP = "fd00::1"
