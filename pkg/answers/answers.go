@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/features"
 	"k8s.io/utils/clock"
 )
 
@@ -149,9 +151,13 @@ func cacheable(r *http.Request) bool {
 }
 
 // key is what the answer depends on: the question and the encoding asked for.
+// The encoding is the one the API server's response writers will choose
+// (gzip only for an Accept-Encoding token that is exactly "gzip"), so that a
+// gzipped answer never reaches a caller that did not get gzip by that rule
+// (e.g. "gzip;q=0" or "x-gzip").
 func key(r *http.Request) string {
 	gz := "identity"
-	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+	if responsewriters.ContentEncodingSupported(r, features.APIResponseCompression) == "gzip" {
 		gz = "gzip"
 	}
 	return r.URL.Path + "?" + r.URL.RawQuery + "\x00" + r.Header.Get("Accept") + "\x00" + gz
@@ -184,12 +190,13 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return // the caller went away; the API server answers it
 		}
-		if b.res != nil {
+		if b.res != nil && c.clock.Now().Before(b.res.expires) {
 			c.results.WithLabelValues(resultShared).Inc()
 			b.res.writeTo(w)
 			return
 		}
-		// The build failed (an error, or its caller went away): compute
+		// The build failed (an error, or its caller went away), or its
+		// oldest value reached the maximum age while it was built: compute
 		// this caller's own answer.
 		c.results.WithLabelValues(resultMiss).Inc()
 		c.next.ServeHTTP(w, r)

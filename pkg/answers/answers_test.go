@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/features"
 	testclock "k8s.io/utils/clock/testing"
 )
 
@@ -278,5 +280,87 @@ func TestCachePanickingBuildReleasesTheQuestion(t *testing.T) {
 	}
 	if got := get(t, c, queuePath, nil).Body.String(); got != "answer" {
 		t.Errorf("next answer %q, want a computed one", got)
+	}
+}
+
+// gzipping is the handler behind the cache for the encoding tests: it
+// negotiates the response's encoding as the API server's response writers
+// do, and says which it chose.
+type gzipping struct{ calls atomic.Int64 }
+
+func (h *gzipping) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.calls.Add(1)
+	enc := responsewriters.ContentEncodingSupported(r, features.APIResponseCompression)
+	if enc != "" {
+		w.Header().Set("Content-Encoding", enc)
+	}
+	fmt.Fprintf(w, "encoding %q", enc)
+}
+
+// TestCacheKeyFollowsTheServersGzipNegotiation: the API server gzips an
+// answer only for an Accept-Encoding token that is exactly "gzip"; a kept
+// gzipped answer must never reach a caller whose header merely contains
+// the word (gzip;q=0 refuses gzip, x-gzip is another token).
+func TestCacheKeyFollowsTheServersGzipNegotiation(t *testing.T) {
+	for _, tc := range []struct {
+		name, first, second string
+	}{
+		{name: "gzip;q=0 refuses gzip", first: "gzip", second: "gzip;q=0"},
+		{name: "x-gzip is not gzip", first: "gzip", second: "x-gzip"},
+		{name: "gzip;q=1 is not gzip to the API server", first: "gzip", second: "deflate, gzip;q=1"},
+		{name: "identity first, gzip second", first: "x-gzip", second: "gzip"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testclock.NewFakeClock(time.Unix(1000, 0))
+			next := &gzipping{}
+			c, _ := newCache(Config{TTL: time.Second}, next, clk)
+			get(t, c, queuePath, map[string]string{"Accept-Encoding": tc.first})
+			r := httptest.NewRequest(http.MethodGet, queuePath, nil)
+			r.Header.Set("Accept-Encoding", tc.second)
+			want := responsewriters.ContentEncodingSupported(r, features.APIResponseCompression)
+			w := get(t, c, queuePath, map[string]string{"Accept-Encoding": tc.second})
+			if got := w.Header().Get("Content-Encoding"); got != want {
+				t.Errorf("Accept-Encoding %q after %q: Content-Encoding %q (%s), want %q: another caller's encoding was served", tc.second, tc.first, got, w.Body.String(), want)
+			}
+		})
+	}
+}
+
+// TestCacheSharedAnswerNeverPastMaxAge: a caller that waited for an
+// identical question's build gets that answer only while its oldest value
+// is younger than --max-age; past it (the build was slow), it computes its
+// own.
+func TestCacheSharedAnswerNeverPastMaxAge(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name       string
+		buildTakes time.Duration
+		wantShared bool
+	}{
+		{name: "a quick build is shared", buildTakes: 100 * time.Millisecond, wantShared: true},
+		{name: "a build that ends past max-age is not shared", buildTakes: 600 * time.Millisecond, wantShared: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testclock.NewFakeClock(now)
+			next := &counting{gate: make(chan struct{}), valueAt: now.Add(-9500 * time.Millisecond)}
+			c, _ := newCache(Config{TTL: time.Second, MaxAge: 10 * time.Second}, next, clk)
+			first := make(chan *httptest.ResponseRecorder)
+			go func() { first <- get(t, c, queuePath, nil) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for next.calls.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			second := make(chan *httptest.ResponseRecorder)
+			go func() { second <- get(t, c, queuePath, nil) }()
+			for waiting(c, queuePath) < 1 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			clk.Step(tc.buildTakes)
+			close(next.gate)
+			a, b := <-first, <-second
+			if shared := b.Body.String() == a.Body.String(); shared != tc.wantShared {
+				t.Errorf("waiter got %q, builder %q: shared %v, want %v (value 9.5 s old, max-age 10 s, the build took %s)", b.Body.String(), a.Body.String(), shared, tc.wantShared, tc.buildTakes)
+			}
+		})
 	}
 }

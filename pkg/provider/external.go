@@ -97,7 +97,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 		return nil, outOfRange(cinfo, fmt.Sprintf("pods matching %q", podSel.String()), agg.value)
 	}
 	answers.Seen(ctx, agg.oldest)
-	window := p.windowSeconds()
+	window := p.windowOf(sig)
 	return &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{{
 		MetricName:    info.Metric,
 		MetricLabels:  selectorLabels(metricSelector),

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,62 @@ func TestExternalMetricsAPI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExternalPercentileWindowSeconds: an external latency percentile
+// covers --slo-window, as its custom-metrics twin says; its windowSeconds
+// is that window, not the scrape interval.
+func TestExternalPercentileWindowSeconds(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	st := store.New()
+	st.Record(types.NamespacedName{Namespace: "ns", Name: "a"}, now.Add(-12*time.Second), page(sloModel("llama", 0, 0, 0, 0, 0)), nil)
+	st.Record(types.NamespacedName{Namespace: "ns", Name: "a"}, now.Add(-2*time.Second), page(sloModel("llama", 100, 5, 10, 20, 20)), nil)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := idx.Add(pod("a", map[string]string{"app": "llm"}, true, true, nil)); err != nil {
+		t.Fatal(err)
+	}
+	empty := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	prov := New(Config{MaxAge: 15 * time.Second, Window: 5 * time.Second, SLOWindow: time.Minute},
+		Listers{Pods: corelisters.NewPodLister(idx), Deployments: appslisters.NewDeploymentLister(empty), StatefulSets: appslisters.NewStatefulSetLister(empty)},
+		st, nil, testclock.NewFakePassiveClock(now))
+	srv := httptest.NewServer(externalHandler(t, prov.External()))
+	defer srv.Close()
+	for _, tc := range []struct {
+		metric string
+		want   int64
+	}{
+		{metric: "inference_queue_size", want: 5},
+		{metric: "inference_time_to_first_token_p90_seconds", want: 60},
+	} {
+		t.Run(tc.metric, func(t *testing.T) {
+			resp, err := srv.Client().Get(srv.URL + "/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/" + tc.metric + "?labelSelector=app%3Dllm")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body struct {
+				Items []struct {
+					WindowSeconds *int64 `json:"window"`
+					Value         string
+				}
+				Message string
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 200 || len(body.Items) != 1 {
+				t.Fatalf("status %d: %+v", resp.StatusCode, body)
+			}
+			if w := body.Items[0].WindowSeconds; w == nil || *w != tc.want {
+				t.Errorf("window %s, want %d", ptrString(w), tc.want)
+			}
+		})
+	}
+}
+
+func ptrString(p *int64) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return strconv.FormatInt(*p, 10)
 }

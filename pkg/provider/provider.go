@@ -172,8 +172,30 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 	return out
 }
 
+// MaxMetricSelectorLen is the longest metric selector (its String()) a
+// custom-metrics question may carry; a longer one is refused (400). Every
+// value of an answer echoes the metric selector, so its length is multiplied
+// by the answer's items: a reader's selector of about 1 MiB (what a URL may
+// carry) over 1,000 pods would be an answer of 1 GiB to build, encode and
+// keep. Real ones name a few models (label values are at most 63 bytes).
+const MaxMetricSelectorLen = 4096
+
+// checkMetricSelector refuses a metric selector longer than MaxMetricSelectorLen.
+func checkMetricSelector(info cmprovider.CustomMetricInfo, metricSelector labels.Selector) error {
+	if metricSelector == nil {
+		return nil
+	}
+	if n := len(metricSelector.String()); n > MaxMetricSelectorLen {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s: the metric selector is %d bytes long, more than the %d accepted: pick fewer models", info.Metric, n, MaxMetricSelectorLen))
+	}
+	return nil
+}
+
 // GetMetricByName returns the value of a metric for one pod, deployment or statefulset.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	if err := checkMetricSelector(info, metricSelector); err != nil {
+		return nil, err
+	}
 	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {
 		return p.frontDoorByName(ctx, name, info, metricSelector) // frontdoor.go
 	}
@@ -235,6 +257,9 @@ func (p *Provider) podByName(ctx context.Context, name types.NamespacedName, inf
 
 // GetMetricBySelector returns the metric for every pod (or object) matching selector in namespace.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	if err := checkMetricSelector(info, metricSelector); err != nil {
+		return nil, err
+	}
 	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {
 		return nil, frontDoorBySelector(namespace, info) // frontdoor.go
 	}
@@ -564,6 +589,15 @@ func (p *Provider) windowSeconds() int64 {
 	return max(1, int64(math.Ceil(p.cfg.Window.Seconds())))
 }
 
+// windowOf is the windowSeconds of a value of sig: --slo-window for a
+// latency percentile, the scrape interval otherwise.
+func (p *Provider) windowOf(sig catalog.Signal) int64 {
+	if _, _, ok := sig.Quantile(); ok && p.cfg.SLOWindow > 0 {
+		return int64(math.Ceil(p.cfg.SLOWindow.Seconds()))
+	}
+	return p.windowSeconds()
+}
+
 // value builds the API's value of obj; a value that is not a finite number
 // is a 404 saying so.
 func (p *Provider) value(ctx context.Context, info cmprovider.CustomMetricInfo, sig catalog.Signal, obj custom_metrics.ObjectReference, v float64, at time.Time, metricSelector labels.Selector) (custom_metrics.MetricValue, error) {
@@ -572,10 +606,7 @@ func (p *Provider) value(ctx context.Context, info cmprovider.CustomMetricInfo, 
 		return custom_metrics.MetricValue{}, outOfRange(info, obj.Namespace+"/"+obj.Name, v)
 	}
 	answers.Seen(ctx, at)
-	window := p.windowSeconds()
-	if _, _, ok := sig.Quantile(); ok && p.cfg.SLOWindow > 0 {
-		window = int64(math.Ceil(p.cfg.SLOWindow.Seconds()))
-	}
+	window := p.windowOf(sig)
 	mv := custom_metrics.MetricValue{
 		DescribedObject: obj,
 		Metric:          custom_metrics.MetricIdentifier{Name: sig.Name()},

@@ -314,3 +314,75 @@ func TestSelectorQuestionRegistersDemand(t *testing.T) {
 		t.Fatalf("demand %v", dem.asked)
 	}
 }
+
+// TestHugeMetricSelectorIsRefused: every item of an answer echoes the
+// metric selector, so a reader's selector of a few hundred KiB (a URL may
+// carry about 1 MiB) would make a 100-pod answer tens of MiB to build,
+// encode and keep; a metric selector longer than MaxMetricSelectorLen is
+// refused (400) on every path, and one within it is answered.
+func TestHugeMetricSelectorIsRefused(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	app := map[string]string{"app": "llm"}
+	st := store.New()
+	f := fixture{now: now, store: st,
+		deps: []*appsv1.Deployment{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "llm", Labels: app}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: app}}}},
+	}
+	for i := range 100 {
+		name := fmt.Sprintf("llm-%d", i)
+		st.Record(types.NamespacedName{Namespace: "ns", Name: name}, now.Add(-time.Second), page(model("llama", 1, 1, 0.5)), nil)
+		f.pods = append(f.pods, pod(name, app, true, true, nil))
+	}
+	srv, _ := newServer(t, f)
+	// model_name notin (m0, m1, …): matches llama, and is as long as asked.
+	notIn := func(n int) string {
+		vals := make([]string, n)
+		for i := range vals {
+			vals[i] = fmt.Sprintf("m%d", i)
+		}
+		return "&metricLabelSelector=" + url.QueryEscape("model_name notin ("+strings.Join(vals, ",")+")")
+	}
+	base := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/"
+	huge, small := notIn(20000), notIn(100)
+	for _, tc := range []struct {
+		name string
+		path string
+		code int
+	}{
+		{"pods by selector", base + "pods/*/inference_queue_size?labelSelector=app%3Dllm" + huge, 400},
+		{"pod by name", base + "pods/llm-1/inference_queue_size?" + huge[1:], 400},
+		{"deployment by name", base + "deployments.apps/llm/inference_queue_size?" + huge[1:], 400},
+		{"deployments by selector", base + "deployments.apps/*/inference_queue_size?labelSelector=app%3Dllm" + huge, 400},
+		{"demand per replica", base + "deployments.apps/llm/inference_demand_per_replica?" + huge[1:], 400},
+		{"a short one is answered", base + "pods/*/inference_queue_size?labelSelector=app%3Dllm" + small, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(t, srv, tc.path)
+			if code != tc.code {
+				t.Fatalf("status %d (an answer of %d bytes for a question of %d), want %d", code, len(body), len(tc.path), tc.code)
+			}
+			if code == 400 && !strings.Contains(body, "metric selector") {
+				t.Errorf("400 does not say why: %.300s", body)
+			}
+		})
+	}
+}
+
+// TestBatchFillFromAnInfiniteMaxBatchSize: a max-batch-size annotation that
+// parses to an infinite (or not-a-number) size gives no fill, never a
+// measured 0 (batch ÷ +Inf) nor a value out of range.
+func TestBatchFillFromAnInfiniteMaxBatchSize(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, ann := range []string{"Inf", "+inf", "infinity", "NaN"} {
+		t.Run(ann, func(t *testing.T) {
+			st := store.New()
+			st.Record(types.NamespacedName{Namespace: "ns", Name: "a"}, now.Add(-time.Second), page(model("llama", 3, 24, 0.42)), nil)
+			srv, _ := newServer(t, fixture{now: now, store: st, pods: []*corev1.Pod{
+				pod("a", map[string]string{"app": "llm"}, true, true, map[string]string{"inference-metrics-adapter/max-batch-size": ann}),
+			}})
+			code, body := get(t, srv, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/a/inference_batch_fill")
+			if code != 404 || !strings.Contains(body, "max-batch-size") {
+				t.Errorf("status %d, want a 404 that names the annotation: %s", code, body)
+			}
+		})
+	}
+}

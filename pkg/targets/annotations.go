@@ -2,6 +2,7 @@ package targets
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -39,7 +40,7 @@ func ForcedServer(pod *corev1.Pod, servers *parse.Servers) (parse.Server, error)
 	}
 	s, ok := servers.ByName(name)
 	if !ok {
-		return parse.Unknown, fmt.Errorf("annotation %s=%q: unknown server", AnnotationServer, name)
+		return parse.Unknown, fmt.Errorf("annotation %s=%s: unknown server", AnnotationServer, quoteShort(name))
 	}
 	return s, nil
 }
@@ -51,7 +52,8 @@ func MaxBatchSize(pod *corev1.Pod) (float64, bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || v <= 0 {
+	// ParseFloat takes "Inf" and "NaN": batch ÷ +Inf would be a fake 0.
+	if err != nil || !(v > 0) || math.IsInf(v, 1) {
 		return 0, false
 	}
 	return v, true

@@ -246,3 +246,32 @@ type testStore struct {
 	Known
 	Forgetter
 }
+
+// TestMaxBatchSize: only a finite, positive number is a maximum batch size;
+// "Inf" and "NaN", which strconv.ParseFloat takes, are not (batch ÷ +Inf
+// would be a fake 0).
+func TestMaxBatchSize(t *testing.T) {
+	for _, tc := range []struct {
+		ann    string
+		want   float64
+		wantOK bool
+	}{
+		{"256", 256, true},
+		{" 8 ", 8, true},
+		{"0.5", 0.5, true},
+		{"0", 0, false},
+		{"-4", 0, false},
+		{"abc", 0, false},
+		{"Inf", 0, false},
+		{"+infinity", 0, false},
+		{"NaN", 0, false},
+	} {
+		got, ok := MaxBatchSize(testPod("p", map[string]string{AnnotationMaxBatchSize: tc.ann}))
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("MaxBatchSize(%q) = %v, %v; want %v, %v", tc.ann, got, ok, tc.want, tc.wantOK)
+		}
+	}
+	if _, ok := MaxBatchSize(testPod("p", nil)); ok {
+		t.Error("MaxBatchSize without the annotation: ok")
+	}
+}
