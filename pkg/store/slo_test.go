@@ -94,7 +94,7 @@ func TestRatesPodReplaced(t *testing.T) {
 	pod := types.NamespacedName{Namespace: "ns", Name: "llm-0"}
 	s := New()
 	s.Record(pod, t0, page(cmodel("a", 100, 1)), nil)
-	s.Retain(func(types.NamespacedName) bool { return false }) // the UID changed
+	s.Retain(t0.Add(time.Second), func(types.NamespacedName) bool { return false }) // the UID changed
 	s.Record(pod, t0.Add(5*time.Second), page(cmodel("a", 100000, 1)), nil)
 	if got := s.Get(pod, catalog.GenerationTokensPerSecond, nil, t0.Add(5*time.Second), time.Minute); got.Status != Absent {
 		t.Errorf("first scrape of the new pod: %v %v, want absent", got.Value, got.Status)

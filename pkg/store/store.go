@@ -141,14 +141,22 @@ type entry struct {
 
 // Store is safe for concurrent use.
 type Store struct {
-	mu        sync.RWMutex
-	pods      map[types.NamespacedName]*entry
+	mu   sync.RWMutex
+	pods map[types.NamespacedName]*entry
+	// removed holds, for each pod Retain forgot in the last removedTTL,
+	// when: an outcome of a scrape of it that started before then is the
+	// removed pod's, and is not recorded.
+	removed   map[types.NamespacedName]time.Time
 	sloWindow time.Duration // of the latency percentiles
 }
 
+// removedTTL is how long Retain remembers a forgotten pod: far longer than
+// any scrape in flight can take (its timeout is at most the interval).
+const removedTTL = 10 * time.Minute
+
 // New returns an empty store.
 func New() *Store {
-	return &Store{pods: make(map[types.NamespacedName]*entry), sloWindow: DefaultSLOWindow}
+	return &Store{pods: make(map[types.NamespacedName]*entry), removed: make(map[types.NamespacedName]time.Time), sloWindow: DefaultSLOWindow}
 }
 
 // SetSLOWindow sets the sliding window of the latency percentiles (see
@@ -176,6 +184,12 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 	canceled := err != nil && scrape.ReasonOf(err) == scrape.ReasonCanceled
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gone, ok := s.removed[pod]; ok {
+		if at.Before(gone) {
+			return // a scrape of a pod forgotten since, which ended late
+		}
+		delete(s.removed, pod) // a scrape of the pod now under this name
+	}
 	e := s.pods[pod]
 	if e == nil {
 		e = &entry{}
@@ -214,6 +228,9 @@ func (s *Store) RecordGPU(at time.Time, pods map[types.NamespacedName]GPU) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pod, g := range pods {
+		if gone, ok := s.removed[pod]; ok && at.Before(gone) {
+			continue // read before the pod was forgotten: maybe another pod's
+		}
 		e := s.pods[pod]
 		if e == nil {
 			e = &entry{}
@@ -248,13 +265,22 @@ func (s *Store) Delete(pod types.NamespacedName) {
 	delete(s.pods, pod)
 }
 
-// Retain forgets every pod for which keep returns false.
-func (s *Store) Retain(keep func(types.NamespacedName) bool) {
+// Retain forgets every pod for which keep returns false, at time at: after
+// it, an outcome of a scrape of such a pod that started before at (one that
+// was in flight when the pod stopped being a target, and ended late) is not
+// recorded, so that it never answers for a new pod of the same name.
+func (s *Store) Retain(at time.Time, keep func(types.NamespacedName) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pod := range s.pods {
 		if !keep(pod) {
 			delete(s.pods, pod)
+			s.removed[pod] = at
+		}
+	}
+	for pod, gone := range s.removed {
+		if at.Sub(gone) > removedTTL {
+			delete(s.removed, pod)
 		}
 	}
 }

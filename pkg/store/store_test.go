@@ -229,7 +229,7 @@ func TestRetain(t *testing.T) {
 	b := types.NamespacedName{Namespace: "ns", Name: "b"}
 	s.Record(a, time.Unix(1, 0), &parse.Page{}, nil)
 	s.Record(b, time.Unix(1, 0), &parse.Page{}, nil)
-	s.Retain(func(p types.NamespacedName) bool { return p == a })
+	s.Retain(time.Unix(2, 0), func(p types.NamespacedName) bool { return p == a })
 	if !s.Scraped(a) || s.Scraped(b) || s.Len() != 1 {
 		t.Fatalf("retain kept the wrong pods: a=%v b=%v len=%d", s.Scraped(a), s.Scraped(b), s.Len())
 	}
@@ -283,5 +283,47 @@ func TestAbsentSaysValuesWereRefused(t *testing.T) {
 				t.Errorf("Get = %v %q, want %v %q", got.Status, got.Detail, Absent, tc.want)
 			}
 		})
+	}
+}
+
+// TestRetainDropsLateScrapes: a scrape of a pod that was in flight when
+// Retain forgot the pod, and ends after, must not put the forgotten pod's
+// page (or its node's GPU report) under the pod's name: a StatefulSet's new
+// pod of that name would be answered with it. A scrape that started after
+// the pod was forgotten is the new pod's, and is kept.
+func TestRetainDropsLateScrapes(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	pod := types.NamespacedName{Namespace: "ns", Name: "llm-0"}
+	for _, tc := range []struct {
+		name     string
+		startsAt time.Time // the late scrape's start
+		want     bool      // recorded
+	}{
+		{"started before the pod was forgotten", t0.Add(900 * time.Millisecond), false},
+		{"started as it was forgotten", t0.Add(time.Second), true},
+		{"started after", t0.Add(2 * time.Second), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			s.Record(pod, t0, &parse.Page{}, nil)
+			s.Retain(t0.Add(time.Second), func(types.NamespacedName) bool { return false })
+			s.Record(pod, tc.startsAt, &parse.Page{}, nil)
+			if got := s.Scraped(pod); got != tc.want {
+				t.Errorf("page recorded: %v, want %v", got, tc.want)
+			}
+			s.RecordGPU(tc.startsAt, map[types.NamespacedName]GPU{pod: {GPUs: 1}})
+			if e := s.pods[pod]; (e != nil && e.hasGPU) != tc.want {
+				t.Errorf("GPU report recorded: %v, want %v", !tc.want, tc.want)
+			}
+		})
+	}
+	// A pod forgotten long ago is forgotten by Retain too (the map stays
+	// bounded), and then any scrape of the name is recorded.
+	s := New()
+	s.Record(pod, t0, &parse.Page{}, nil)
+	s.Retain(t0.Add(time.Second), func(types.NamespacedName) bool { return false })
+	s.Retain(t0.Add(time.Second+removedTTL+time.Nanosecond), func(types.NamespacedName) bool { return true })
+	if len(s.removed) != 0 {
+		t.Errorf("%d forgotten pods remembered past %s", len(s.removed), removedTTL)
 	}
 }

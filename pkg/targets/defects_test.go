@@ -256,7 +256,7 @@ func (nopSetter) SetTargets([]scrape.Target) {}
 
 type nopForget struct{}
 
-func (nopForget) Retain(func(types.NamespacedName) bool) {}
+func (nopForget) Retain(time.Time, func(types.NamespacedName) bool) {}
 
 // BenchmarkReconcile is one steady-state reconcile over 2,000 pods in 20
 // namespaces with 10 or 1,000 selectors asked. Compare the ns/op of the two:

@@ -55,9 +55,10 @@ type Known interface {
 	Scraped(pod types.NamespacedName) bool
 }
 
-// Forgetter drops stored values of pods that are no longer targets.
+// Forgetter drops stored values of pods that are no longer targets, at a
+// time after which no scrape of them starts (store.Store.Retain).
 type Forgetter interface {
-	Retain(keep func(types.NamespacedName) bool)
+	Retain(at time.Time, keep func(types.NamespacedName) bool)
 }
 
 // Scraper is what the tracker needs of the scraper: the full target set to
@@ -364,8 +365,12 @@ func (t *Tracker) reconcile(force bool) {
 	})
 	t.scraper.SetTargets(ts)
 	// A replaced pod's values and counters are forgotten: the new pod's
-	// rates start over rather than count from the old pod's counters.
-	t.store.Retain(func(pod types.NamespacedName) bool {
+	// rates start over rather than count from the old pod's counters. The
+	// time is taken after SetTargets has stopped the removed pods' loops,
+	// so that a scrape of such a pod still in flight, which started
+	// earlier, is not recorded under its name when it ends (a StatefulSet's
+	// new pod of the same name would be answered with the old one's page).
+	t.store.Retain(t.clock.Now(), func(pod types.NamespacedName) bool {
 		_, ok := keep[pod]
 		return ok && !replaced[pod]
 	})

@@ -118,7 +118,7 @@ func (k knownSet) Scraped(p types.NamespacedName) bool { return k[p.Name] }
 
 type retained struct{ kept []string }
 
-func (r *retained) Retain(keep func(types.NamespacedName) bool) {
+func (r *retained) Retain(_ time.Time, keep func(types.NamespacedName) bool) {
 	r.kept = nil
 	for _, n := range []string{"a", "b", "optin", "pending", "gone"} {
 		if keep(types.NamespacedName{Namespace: "ns", Name: n}) {
