@@ -75,6 +75,9 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 		return nil, notFound(cinfo, fmt.Sprintf("unknown metric %q; served metrics: %s", info.Metric, servedNames()))
 	}
 	p.cfg.Latency.Ask(sig)
+	if err := checkSelectors(info.Metric, nil, metricSelector); err != nil {
+		return nil, err
+	}
 	podSel, modelSel := splitSelector(metricSelector)
 	if podSel.Empty() {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("external metric %s needs a metric selector that picks pods (e.g. app=llm); model_name alone would sum a whole namespace", info.Metric))

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -89,6 +90,7 @@ func TestExternalMetricsAPI(t *testing.T) {
 		{name: "no pods", metric: "inference_queue_size", selector: "app=none", code: 404, wantErr: "no pods match"},
 		{name: "selector without pods refused", metric: "inference_queue_size", selector: "model_name=llama", code: 400, wantErr: "needs a metric selector that picks pods"},
 		{name: "unknown metric", metric: "tokens", selector: "app=llm", code: 404, wantErr: "unknown metric"},
+		{name: "a selector over the bound refused", metric: "inference_queue_size", selector: hugeIn("app", "llm", 20000), code: 400, wantErr: "metric selector is"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,4 +183,14 @@ func ptrString(p *int64) string {
 		return "<nil>"
 	}
 	return strconv.FormatInt(*p, 10)
+}
+
+// hugeIn is the selector "key in (value, a0, a1, …)" with n made-up values:
+// it matches what key=value matches, and is as long as asked.
+func hugeIn(key, value string, n int) string {
+	vals := []string{value}
+	for i := range n {
+		vals = append(vals, fmt.Sprintf("a%d", i))
+	}
+	return key + " in (" + strings.Join(vals, ",") + ")"
 }

@@ -172,28 +172,36 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 	return out
 }
 
-// MaxMetricSelectorLen is the longest metric selector (its String()) a
-// custom-metrics question may carry; a longer one is refused (400). Every
-// value of an answer echoes the metric selector, so its length is multiplied
-// by the answer's items: a reader's selector of about 1 MiB (what a URL may
-// carry) over 1,000 pods would be an answer of 1 GiB to build, encode and
-// keep. Real ones name a few models (label values are at most 63 bytes).
-const MaxMetricSelectorLen = 4096
+// MaxSelectorLen is the longest label or metric selector (its String()) a
+// question may carry; a longer one is refused (400). A reader chooses the
+// selectors, and a URL may carry one of about 1 MiB: every pod of the
+// namespace is matched against each of its requirements (40,000 of them
+// took about a second over 1,000 pods), and every value of a custom-metrics
+// answer echoes the metric selector, so a 1 MiB one over 1,000 pods would
+// be an answer of 1 GiB to build, encode and keep. A workload's selector,
+// and a metric selector naming a few models, are far shorter. It is the
+// length past which a selector is not kept as demand either.
+const MaxSelectorLen = targets.MaxSelectorLen
 
-// checkMetricSelector refuses a metric selector longer than MaxMetricSelectorLen.
-func checkMetricSelector(info cmprovider.CustomMetricInfo, metricSelector labels.Selector) error {
-	if metricSelector == nil {
-		return nil
-	}
-	if n := len(metricSelector.String()); n > MaxMetricSelectorLen {
-		return apierrors.NewBadRequest(fmt.Sprintf("%s: the metric selector is %d bytes long, more than the %d accepted: pick fewer models", info.Metric, n, MaxMetricSelectorLen))
+// checkSelectors refuses selectors longer than MaxSelectorLen.
+func checkSelectors(metric string, selector, metricSelector labels.Selector) error {
+	for _, s := range []struct {
+		what string
+		sel  labels.Selector
+	}{{"label selector", selector}, {"metric selector", metricSelector}} {
+		if s.sel == nil {
+			continue
+		}
+		if n := len(s.sel.String()); n > MaxSelectorLen {
+			return apierrors.NewBadRequest(fmt.Sprintf("%s: the %s is %d bytes long, more than the %d accepted", metric, s.what, n, MaxSelectorLen))
+		}
 	}
 	return nil
 }
 
 // GetMetricByName returns the value of a metric for one pod, deployment or statefulset.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	if err := checkMetricSelector(info, metricSelector); err != nil {
+	if err := checkSelectors(info.Metric, nil, metricSelector); err != nil {
 		return nil, err
 	}
 	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {
@@ -257,7 +265,7 @@ func (p *Provider) podByName(ctx context.Context, name types.NamespacedName, inf
 
 // GetMetricBySelector returns the metric for every pod (or object) matching selector in namespace.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
-	if err := checkMetricSelector(info, metricSelector); err != nil {
+	if err := checkSelectors(info.Metric, selector, metricSelector); err != nil {
 		return nil, err
 	}
 	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {

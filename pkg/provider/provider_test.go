@@ -315,12 +315,13 @@ func TestSelectorQuestionRegistersDemand(t *testing.T) {
 	}
 }
 
-// TestHugeMetricSelectorIsRefused: every item of an answer echoes the
-// metric selector, so a reader's selector of a few hundred KiB (a URL may
-// carry about 1 MiB) would make a 100-pod answer tens of MiB to build,
-// encode and keep; a metric selector longer than MaxMetricSelectorLen is
-// refused (400) on every path, and one within it is answered.
-func TestHugeMetricSelectorIsRefused(t *testing.T) {
+// TestHugeSelectorsAreRefused: every item of an answer echoes the metric
+// selector, so a reader's selector of a few hundred KiB (a URL may carry
+// about 1 MiB) would make a 100-pod answer tens of MiB to build, encode and
+// keep, and every pod is matched against each requirement of a label
+// selector; a selector longer than MaxSelectorLen is refused (400) on every
+// path, saying which, and one within it is answered.
+func TestHugeSelectorsAreRefused(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	app := map[string]string{"app": "llm"}
 	st := store.New()
@@ -343,24 +344,28 @@ func TestHugeMetricSelectorIsRefused(t *testing.T) {
 	}
 	base := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/"
 	huge, small := notIn(20000), notIn(100)
+	labelIn := func(n int) string { return "labelSelector=" + url.QueryEscape(hugeIn("app", "llm", n)) }
 	for _, tc := range []struct {
 		name string
 		path string
 		code int
+		says string
 	}{
-		{"pods by selector", base + "pods/*/inference_queue_size?labelSelector=app%3Dllm" + huge, 400},
-		{"pod by name", base + "pods/llm-1/inference_queue_size?" + huge[1:], 400},
-		{"deployment by name", base + "deployments.apps/llm/inference_queue_size?" + huge[1:], 400},
-		{"deployments by selector", base + "deployments.apps/*/inference_queue_size?labelSelector=app%3Dllm" + huge, 400},
-		{"demand per replica", base + "deployments.apps/llm/inference_demand_per_replica?" + huge[1:], 400},
-		{"a short one is answered", base + "pods/*/inference_queue_size?labelSelector=app%3Dllm" + small, 200},
+		{"a huge label selector", base + "pods/*/inference_queue_size?" + labelIn(20000), 400, "label selector"},
+		{"a long label selector within the bound", base + "pods/*/inference_queue_size?" + labelIn(200), 200, ""},
+		{"pods by selector", base + "pods/*/inference_queue_size?labelSelector=app%3Dllm" + huge, 400, "metric selector"},
+		{"pod by name", base + "pods/llm-1/inference_queue_size?" + huge[1:], 400, "metric selector"},
+		{"deployment by name", base + "deployments.apps/llm/inference_queue_size?" + huge[1:], 400, "metric selector"},
+		{"deployments by selector", base + "deployments.apps/*/inference_queue_size?labelSelector=app%3Dllm" + huge, 400, "metric selector"},
+		{"demand per replica", base + "deployments.apps/llm/inference_demand_per_replica?" + huge[1:], 400, "metric selector"},
+		{"a short one is answered", base + "pods/*/inference_queue_size?labelSelector=app%3Dllm" + small, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := get(t, srv, tc.path)
 			if code != tc.code {
 				t.Fatalf("status %d (an answer of %d bytes for a question of %d), want %d", code, len(body), len(tc.path), tc.code)
 			}
-			if code == 400 && !strings.Contains(body, "metric selector") {
+			if code == 400 && !strings.Contains(body, tc.says) {
 				t.Errorf("400 does not say why: %.300s", body)
 			}
 		})
