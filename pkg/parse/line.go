@@ -14,6 +14,11 @@ import (
 // the size bound is an error with p.over set.
 func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, string) {
 	limit := p.limits.MaxLabelValueBytes
+	// The labels read twice on one line are an error, as in Prometheus:
+	// otherwise the last would silently win (a line could name one model
+	// and count for another).
+	var sawModel bool
+	var sawKeys uint64 // bit i: keys[i]
 	for {
 		s = trimBlanks(s)
 		if len(s) == 0 {
@@ -66,6 +71,17 @@ func (p *Parser) labels(s []byte, modelKey string, keys []string) ([]byte, strin
 				}
 				break
 			}
+		}
+		if isModel {
+			if sawModel {
+				return nil, "label " + quoteCut(key) + " given twice"
+			}
+			sawModel = true
+		} else if fi >= 0 && fi < 64 {
+			if sawKeys&(1<<fi) != 0 {
+				return nil, "label " + quoteCut(key) + " given twice"
+			}
+			sawKeys |= 1 << fi
 		}
 		val, rest, msg := p.unquote(s[1:], buf, "label value")
 		if msg != "" {

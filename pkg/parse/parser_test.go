@@ -310,6 +310,7 @@ func TestParseErrors(t *testing.T) {
 		{"invalid escape", `vllm:num_requests_running{model_name="a\qb"} 1`, 1, false, "invalid escape"},
 		{"label without value", "vllm:num_requests_running{model_name} 1\n", 1, false, "expected '='"},
 		{"bad label name", "vllm:num_requests_running{-x=\"1\"} 1\n", 1, false, "expected label name"},
+		{"model label twice", "vllm:num_requests_waiting{model_name=\"a\",model_name=\"b\"} 5\nvllm:num_requests_waiting{model_name=\"b\"} 3\n", 1, false, `label "model_name" given twice`},
 		{"bad timestamp", "tgi_queue_size 1 soon\n", 1, false, "invalid timestamp"},
 		{"text after timestamp", "tgi_queue_size 1 2 3\n", 1, false, "after timestamp"},
 		{"HTML", "<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n", 1, true, "not a metric name"},
