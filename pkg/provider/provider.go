@@ -1,7 +1,8 @@
 // Package provider answers the custom metrics API
 // (custom.metrics.k8s.io) from memory: pods come from the informer cache,
 // values from the store. It serves every signal of package catalog for pods,
-// deployments and statefulsets, honours metric selectors on model_name, and
+// deployments and statefulsets, honours metric selectors on model_name (or
+// Triton's model), refuses selectors longer than MaxSelectorLen, and
 // answers 404 with the reason when there is no value: it never answers 0
 // for what was not measured. Deployments and statefulsets also serve
 // inference_demand_per_replica, their demand over their Ready plus starting
