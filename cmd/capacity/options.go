@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,8 +153,8 @@ func (o *options) config() (*config, error) {
 	if o.minReplicas < 1 || o.maxReplicas < o.minReplicas {
 		errs = append(errs, fmt.Errorf("want 1 <= min-replicas <= max-replicas, got %d and %d", o.minReplicas, o.maxReplicas))
 	}
-	if o.peakRate < 0 {
-		errs = append(errs, fmt.Errorf("peak-rate must not be negative, got %v", o.peakRate))
+	if !(o.peakRate >= 0) || math.IsInf(o.peakRate, 0) {
+		errs = append(errs, fmt.Errorf("peak-rate must be a finite number, 0 or more, got %v", o.peakRate))
 	}
 	if o.hpaName == "" {
 		errs = append(errs, errors.New("hpa-name must not be empty"))

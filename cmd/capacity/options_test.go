@@ -82,3 +82,19 @@ func TestRunUnreachableAndUnknownModel(t *testing.T) {
 func TestDocsListTheFlags(t *testing.T) {
 	clitest.DocsListFlags(t, "../../docs/capacity.md", "capacity", newOptions().flags())
 }
+
+// TestConfigRejectsNonFinite: NaN or infinite numbers are usage errors: a
+// NaN price made every step's cost NaN, which --json cannot encode, and an
+// infinite peak rate overflowed maxReplicas to minReplicas.
+func TestConfigRejectsNonFinite(t *testing.T) {
+	clitest.Check(t, []clitest.Case{
+		{Name: "NaN price", Args: []string{"--rates", "1", "--price-per-gpu-hour", "NaN"}, WantErr: "price"},
+		{Name: "infinite price", Args: []string{"--rates", "1", "--price-per-gpu-hour", "Inf"}, WantErr: "price"},
+		{Name: "NaN peak rate", Args: []string{"--rates", "1", "--peak-rate", "NaN"}, WantErr: "peak-rate"},
+		{Name: "infinite peak rate", Args: []string{"--rates", "1", "--peak-rate", "+Inf"}, WantErr: "peak-rate"},
+		{Name: "infinite time scale", Args: []string{"--rates", "1", "--time-scale", "Inf"}, WantErr: "time"},
+	}, func() (*pflag.FlagSet, func() error) {
+		o := newOptions()
+		return o.flags(), func() error { _, err := o.config(); return err }
+	})
+}

@@ -2,9 +2,13 @@ package capacity
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,6 +248,8 @@ func TestRecommend(t *testing.T) {
 		{"a queue: queue", 5, HPAOptions{Metric: MetricAuto, Margin: 0.25, MaxReplicas: 10}, MetricQueue, "3750m", 10},
 		{"forced batch, peak rate", 5, HPAOptions{Metric: MetricBatch, Margin: 0.5, MaxReplicas: 10, PeakRate: 30}, MetricBatch, "1", 10},
 		{"peak rate", 0, HPAOptions{Metric: MetricAuto, Margin: 0.2, MaxReplicas: 3, PeakRate: 24}, MetricBatch, "1600m", 5},
+		// ceil(peak ÷ planning rate) past an int wrapped to minReplicas.
+		{"peak rate past int32", 0, HPAOptions{Metric: MetricAuto, Margin: 0.2, MaxReplicas: 3, PeakRate: 1e20}, MetricBatch, "1600m", math.MaxInt32},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,5 +359,47 @@ func TestReadPage(t *testing.T) {
 	}
 	if s := condense([]reading{{preemptions: new(5.0)}, {preemptions: new(1.0)}}, 0); s.Preemptions != nil {
 		t.Errorf("a counter reset gave preemptions %v, want unknown", *s.Preemptions)
+	}
+}
+
+// TestParseRatesHugeRamp: a ramp whose step count overflows an int (a tiny
+// STEP, a huge or infinite STOP) is a usage error, not a panic in make.
+func TestParseRatesHugeRamp(t *testing.T) {
+	for _, ramp := range []string{"1:2:1e-300", "1:1e20:1", "1:Inf:1", "1:+Inf:1", "Inf:Inf:1"} {
+		t.Run(ramp, func(t *testing.T) {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("ParseRates(%q) panicked: %v", ramp, p)
+				}
+			}()
+			if got, err := ParseRates("", ramp); err == nil {
+				t.Errorf("ParseRates(%q) = %d rates, want an error", ramp, len(got))
+			}
+		})
+	}
+}
+
+// TestCheckEndpointEscapesBody: the body of a failed GET /v1/models is the
+// server's text: it reaches the terminal escaped and cut short.
+func TestCheckEndpointEscapesBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+	}{
+		{"terminal escapes", "\x1b]0;pwned\x07\x1b[2Jnot found"},
+		{"long body", strings.Repeat("x", 1<<20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, tc.body, http.StatusNotFound)
+			}))
+			defer srv.Close()
+			err := CheckEndpoint(context.Background(), srv.Client(), srv.URL, "m")
+			if err == nil {
+				t.Fatal("no error from a 404")
+			}
+			if msg := err.Error(); strings.ContainsAny(msg, "\x1b\x07") || len(msg) > 1024 || !strings.Contains(msg, "status 404") {
+				t.Errorf("error has control characters, is over 1 KiB (%d bytes) or lacks the status: %.300q", len(msg), msg)
+			}
+		})
 	}
 }

@@ -75,7 +75,7 @@ func ParseRates(list, ramp string) ([]float64, error) {
 		var v [3]float64
 		for i, p := range parts {
 			f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-			if err != nil || !(f > 0) {
+			if err != nil || !(f > 0) || math.IsInf(f, 0) {
 				return nil, fmt.Errorf("ramp %q: %q is not a positive number", ramp, p)
 			}
 			v[i] = f
@@ -83,10 +83,12 @@ func ParseRates(list, ramp string) ([]float64, error) {
 		if v[1] < v[0] {
 			return nil, fmt.Errorf("ramp %q: STOP is below START", ramp)
 		}
-		n := int((v[1]-v[0])/v[2]+1e-9) + 1
-		if n > 1000 {
-			return nil, fmt.Errorf("ramp %q: %d steps, at most 1000", ramp, n)
+		// Count in floats: a tiny STEP overflows an int.
+		steps := math.Floor((v[1]-v[0])/v[2]+1e-9) + 1
+		if steps > 1000 {
+			return nil, fmt.Errorf("ramp %q: %.4g steps, at most 1000", ramp, steps)
 		}
+		n := int(steps)
 		out := make([]float64, n)
 		for i := range out {
 			out[i] = math.Round((v[0]+float64(i)*v[2])*1e6) / 1e6

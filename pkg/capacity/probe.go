@@ -82,8 +82,11 @@ func (c Config) Validate() error {
 	if c.StopAfterFailures < 0 {
 		errs = append(errs, fmt.Errorf("stop-after-failures must not be negative, got %d", c.StopAfterFailures))
 	}
-	if c.Cost.PricePerGPUHour < 0 || c.Cost.GPUsPerReplica < 1 {
+	if !(c.Cost.PricePerGPUHour >= 0) || math.IsInf(c.Cost.PricePerGPUHour, 0) || c.Cost.GPUsPerReplica < 1 {
 		errs = append(errs, fmt.Errorf("price must not be negative and gpus per replica must be at least 1, got %v and %d", c.Cost.PricePerGPUHour, c.Cost.GPUsPerReplica))
+	}
+	if math.IsInf(c.TimeScale, 0) {
+		errs = append(errs, fmt.Errorf("time-scale must be finite, got %v", c.TimeScale))
 	}
 	if err := c.load(1, time.Second, 0).Validate(); err != nil {
 		errs = append(errs, err)
@@ -215,7 +218,7 @@ func CheckEndpoint(ctx context.Context, client *http.Client, baseURL, model stri
 		return fmt.Errorf("reading %s: %w", u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the endpoint %s answered GET /v1/models with status %d: %s", baseURL, resp.StatusCode, strings.TrimSpace(string(body)))
+		return fmt.Errorf("the endpoint %s answered GET /v1/models with status %d: %.200q", baseURL, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	var list struct {
 		Data []struct {

@@ -95,7 +95,8 @@ func Recommend(steps []Step, a Analysis, o HPAOptions) (*Recommendation, error) 
 	r.Target = float64(milli) / 1000
 	r.Quantity = quantity(milli)
 	if o.PeakRate > 0 && r.Planned > 0 {
-		r.MaxReplicas = max(o.MinReplicas, int(math.Ceil(o.PeakRate/r.Planned)))
+		// maxReplicas is an int32: cap the count there before converting.
+		r.MaxReplicas = max(o.MinReplicas, int(min(math.Ceil(o.PeakRate/r.Planned), math.MaxInt32)))
 	}
 	r.Explanation = []string{
 		fmt.Sprintf("capacity: %.4g req/s per replica, the highest offered rate at which every step up to it met the SLOs (step %d)", s.Offered, s.Index),

@@ -91,14 +91,14 @@ func (o *OpenCost) DeploymentCosts(ctx context.Context, namespace string) (map[s
 		return nil, fmt.Errorf("OpenCost %s: the answer is over %d MiB", u.Redacted(), maxOpenCostBody>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("OpenCost %s: %s: %.200s", u.Redacted(), resp.Status, body)
+		return nil, fmt.Errorf("OpenCost %s: %s: %.200q", u.Redacted(), resp.Status, body)
 	}
 	var ar allocationResponse
 	if err := json.Unmarshal(body, &ar); err != nil {
 		return nil, fmt.Errorf("OpenCost %s: not an allocation answer: %w", u.Redacted(), err)
 	}
 	if ar.Code != 0 && ar.Code != http.StatusOK {
-		return nil, fmt.Errorf("OpenCost %s: code %d: %s", u.Redacted(), ar.Code, ar.Message)
+		return nil, fmt.Errorf("OpenCost %s: code %d: %.200q", u.Redacted(), ar.Code, ar.Message)
 	}
 	type sum struct{ cost, minutes float64 }
 	sums := map[string]sum{}

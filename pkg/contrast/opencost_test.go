@@ -69,7 +69,7 @@ func TestOpenCostErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"HTTP error", http.StatusInternalServerError, `{"code":500,"message":"boom"}`, "500 Internal Server Error"},
-		{"error code in the body", http.StatusOK, `{"code":400,"message":"bad window"}`, "code 400: bad window"},
+		{"error code in the body", http.StatusOK, `{"code":400,"message":"bad window"}`, `code 400: "bad window"`},
 		{"not JSON", http.StatusOK, `<html>`, "not an allocation answer"},
 		{"too large", http.StatusOK, `{"code":200,"data":[{"x":{"name":"` + strings.Repeat("a", maxOpenCostBody) + `"}}]}`, "over 32 MiB"},
 	} {
@@ -103,5 +103,32 @@ func TestPriceAt(t *testing.T) {
 	none.PriceAt(0.002)
 	if none.CostPer1000SLOMetRequests != nil {
 		t.Error("a cost without SLO-meeting requests per second; want none")
+	}
+}
+
+// TestOpenCostErrorsEscapeControlCharacters: OpenCost's error text reaches
+// the terminal: escaped, and its message cut short like the body.
+func TestOpenCostErrorsEscapeControlCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"HTTP error", http.StatusBadGateway, "\x1b]0;pwned\x07\x1b[2Jbad gateway"},
+		{"error code in the body", http.StatusOK, `{"code":400,"message":"\u001b]0;pwned\u0007\u001b[2Jbad window"}`},
+		{"long message", http.StatusOK, `{"code":400,"message":"` + strings.Repeat("a", 1<<20) + `"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oc, _ := serveOpenCost(t, tc.status, tc.body)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := oc.DeploymentCosts(ctx, "team-a")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if msg := err.Error(); strings.ContainsAny(msg, "\x1b\x07") || len(msg) > 1024 {
+				t.Errorf("error has control characters or is over 1 KiB (%d bytes): %.300q", len(msg), msg)
+			}
+		})
 	}
 }
