@@ -198,17 +198,22 @@ func TestDefect8_CanceledNeverOverwrites(t *testing.T) {
 func TestDefect8_ErrorTextBounded(t *testing.T) {
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
 	at := time.Unix(1000, 0)
-	s := New()
-	s.Record(pod, at, nil, errors.New(strings.Repeat("é", 1<<19))) // 1 MiB
-	got := s.Get(pod, catalog.QueueSize, nil, at, time.Minute)
-	if got.Status != Failed {
-		t.Fatalf("status %s, want %s", got.Status, Failed)
-	}
-	if len(got.Detail) > MaxErrorLen+len("…") || !strings.HasSuffix(got.Detail, "…") || !utf8.ValidString(got.Detail) {
-		t.Fatalf("detail of %d bytes (%q...), want at most %d valid UTF-8 bytes ending in …", len(got.Detail), got.Detail[:min(len(got.Detail), 20)], MaxErrorLen+len("…"))
-	}
-	if stored := s.pods[pod].serving.err; len(stored) > MaxErrorLen+len("…") {
-		t.Fatalf("store keeps %d bytes of error text", len(stored))
+	// 1 MiB of two-byte runes. MaxErrorLen is even, so without a prefix the
+	// cut falls between runes; the one-byte prefix puts it inside a rune,
+	// which the cut must back off from to stay valid UTF-8.
+	for _, prefix := range []string{"", "x"} {
+		s := New()
+		s.Record(pod, at, nil, errors.New(prefix+strings.Repeat("é", 1<<19)))
+		got := s.Get(pod, catalog.QueueSize, nil, at, time.Minute)
+		if got.Status != Failed {
+			t.Fatalf("prefix %q: status %s, want %s", prefix, got.Status, Failed)
+		}
+		if len(got.Detail) > MaxErrorLen+len("…") || !strings.HasSuffix(got.Detail, "…") || !utf8.ValidString(got.Detail) {
+			t.Fatalf("prefix %q: detail of %d bytes (%q...), want at most %d valid UTF-8 bytes ending in …", prefix, len(got.Detail), got.Detail[:min(len(got.Detail), 20)], MaxErrorLen+len("…"))
+		}
+		if stored := s.pods[pod].serving.err; len(stored) > MaxErrorLen+len("…") {
+			t.Fatalf("prefix %q: store keeps %d bytes of error text", prefix, len(stored))
+		}
 	}
 }
 
