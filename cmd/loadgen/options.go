@@ -55,6 +55,9 @@ func (o *options) flags() *pflag.FlagSet {
 // config validates the options and turns them into a load configuration.
 func (o *options) config() (loadgen.Config, error) {
 	var errs []error
+	// The rest of the configuration is validated too when a part fails to
+	// parse, over a stand-in for that part, so that every problem is listed.
+	stand := loadgen.Config{Schedule: []loadgen.Phase{{Rate: 1, Duration: time.Second}}, PromptLen: loadgen.Fixed{N: 1}, OutputLen: loadgen.Fixed{N: 1}}
 	sched := []loadgen.Phase{{Rate: o.rate, Duration: o.duration}}
 	if o.schedule != "" {
 		s, err := loadgen.ParseSchedule(o.schedule)
@@ -64,6 +67,7 @@ func (o *options) config() (loadgen.Config, error) {
 		sched = s
 	} else if o.rate < 0 || o.duration <= 0 {
 		errs = append(errs, fmt.Errorf("rate must not be negative and duration must be positive, got %v and %s", o.rate, o.duration))
+		sched = nil
 	}
 	prompt, err := loadgen.ParseDist(o.promptLen)
 	if err != nil {
@@ -78,10 +82,18 @@ func (o *options) config() (loadgen.Config, error) {
 		PromptLen: prompt, OutputLen: output, Seed: o.seed, TimeScale: o.timeScale,
 		MaxInFlight: o.maxInFlight, RequestTimeout: o.requestTimeout,
 	}
-	if len(errs) == 0 {
-		if err := c.Validate(); err != nil {
-			errs = append(errs, err)
-		}
+	check := c
+	if sched == nil {
+		check.Schedule = stand.Schedule
+	}
+	if prompt == nil {
+		check.PromptLen = stand.PromptLen
+	}
+	if output == nil {
+		check.OutputLen = stand.OutputLen
+	}
+	if err := check.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
 }

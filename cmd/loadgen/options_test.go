@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -18,10 +19,55 @@ func TestConfig(t *testing.T) {
 		{Name: "bad endpoint", Args: []string{"--endpoint", "embeddings"}, WantErr: "endpoint must be"},
 		{Name: "zero time scale", Args: []string{"--time-scale", "0"}, WantErr: "time-scale must be positive"},
 		{Name: "zero duration", Args: []string{"--duration", "0s"}, WantErr: "duration must be positive"},
+		{Name: "infinite rate", Args: []string{"--rate", "inf"}, WantErr: "finite"},
+		{Name: "NaN rate", Args: []string{"--rate", "NaN"}, WantErr: "finite"},
+		{Name: "infinite rate in a schedule", Args: []string{"--schedule", "5:10s,inf:1s"}, WantErr: "finite"},
+		{Name: "infinite time scale", Args: []string{"--time-scale", "inf"}, WantErr: "time-scale must be positive and finite"},
 	}, func() (*pflag.FlagSet, func() error) {
 		o := newOptions()
 		return o.flags(), func() error { _, err := o.config(); return err }
 	})
+}
+
+// TestConfigListsEveryProblem: a bad schedule or length distribution hid
+// the other flags' problems (url, endpoint, time-scale, ...), where a
+// usage error lists every problem at once.
+func TestConfigListsEveryProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+		not  []string // errors a problem must not drag in
+	}{
+		{"bad length and url", []string{"--prompt-len", "0", "--url", "localhost:8000"},
+			[]string{"prompt-len", "url must start with http://"}, []string{"distributions are required"}},
+		{"bad schedule and endpoint", []string{"--schedule", "5", "--endpoint", "embeddings", "--max-in-flight", "0"},
+			[]string{"want RATE:DURATION", "endpoint must be", "max-in-flight must be at least 1"}, []string{"at least one phase"}},
+		{"bad rate and output length", []string{"--rate", "-1", "--output-len", "x", "--request-timeout", "0s"},
+			[]string{"rate must not be negative", "output-len", "request-timeout must be positive"}, []string{"distributions are required"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOptions()
+			if err := o.flags().Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			_, err := o.config()
+			if err == nil {
+				t.Fatalf("config() accepted %q", tc.args)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("config() = %v, want it to list %q", err, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(err.Error(), n) {
+					t.Errorf("config() = %v, want no %q", err, n)
+				}
+			}
+		})
+	}
 }
 
 func TestDocsListTheFlags(t *testing.T) {

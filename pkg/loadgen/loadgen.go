@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -33,8 +34,8 @@ func ParseSchedule(s string) ([]Phase, error) {
 			return nil, fmt.Errorf("schedule phase %q: want RATE:DURATION", p)
 		}
 		r, err := strconv.ParseFloat(rate, 64)
-		if err != nil || r < 0 {
-			return nil, fmt.Errorf("schedule phase %q: rate %q is not a non-negative number", p, rate)
+		if err != nil || !validRate(r) {
+			return nil, fmt.Errorf("schedule phase %q: rate %q is not a finite non-negative number", p, rate)
 		}
 		d, err := time.ParseDuration(dur)
 		if err != nil || d <= 0 {
@@ -44,6 +45,10 @@ func ParseSchedule(s string) ([]Phase, error) {
 	}
 	return out, nil
 }
+
+// validRate reports whether r is a usable arrival rate: finite and not
+// negative (an infinite rate would plan arrivals without end).
+func validRate(r float64) bool { return r >= 0 && !math.IsInf(r, 1) }
 
 // Endpoints the generator can drive.
 const (
@@ -102,6 +107,11 @@ func (c Config) Validate() error {
 	if len(c.Schedule) == 0 && len(c.Trace) == 0 {
 		errs = append(errs, errors.New("schedule must have at least one phase"))
 	}
+	for i, p := range c.Schedule {
+		if !validRate(p.Rate) || p.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("schedule phase %d: want a finite non-negative rate and a positive duration, got %v for %s", i+1, p.Rate, p.Duration))
+		}
+	}
 	if len(c.Trace) == 0 && len(c.Prompts) == 0 && (c.PromptLen == nil || c.OutputLen == nil) {
 		errs = append(errs, errors.New("prompt and output length distributions are required"))
 	}
@@ -111,8 +121,8 @@ func (c Config) Validate() error {
 			break
 		}
 	}
-	if !(c.TimeScale > 0) {
-		errs = append(errs, fmt.Errorf("time-scale must be positive, got %v", c.TimeScale))
+	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 1) {
+		errs = append(errs, fmt.Errorf("time-scale must be positive and finite, got %v", c.TimeScale))
 	}
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("max-in-flight must be at least 1, got %d", c.MaxInFlight))

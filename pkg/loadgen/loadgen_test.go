@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -205,5 +206,44 @@ func TestRunSendsPromptMix(t *testing.T) {
 	if err := (Config{URL: "http://x", Endpoint: EndpointChat, Schedule: []Phase{{1, time.Second}}, Prompts: []Prompt{{Text: "", MaxTokens: 1}},
 		TimeScale: 1, MaxInFlight: 1, RequestTimeout: time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "prompt 1") {
 		t.Errorf("Validate of an empty prompt = %v", err)
+	}
+}
+
+// TestNonFiniteRatesRejected: an infinite rate made plan loop forever
+// (each gap is 0), a NaN rate sent nothing, and an infinite time scale
+// overflowed the scaled latencies; all were accepted.
+func TestNonFiniteRatesRejected(t *testing.T) {
+	for _, s := range []string{"inf:10s", "+Inf:1s", "NaN:10s", "5:10s,inf:1s"} {
+		if _, err := ParseSchedule(s); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", s)
+		}
+	}
+	valid := Config{URL: "http://127.0.0.1:1", Endpoint: EndpointCompletions, PromptLen: Fixed{N: 1}, OutputLen: Fixed{N: 1},
+		TimeScale: 1, MaxInFlight: 1, RequestTimeout: time.Second}
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		wantErr string
+	}{
+		{"valid", func(c *Config) { c.Schedule = []Phase{{Rate: 2, Duration: time.Second}} }, ""},
+		{"idle phase", func(c *Config) { c.Schedule = []Phase{{Rate: 0, Duration: time.Second}} }, ""},
+		{"infinite rate", func(c *Config) { c.Schedule = []Phase{{Rate: math.Inf(1), Duration: time.Second}} }, "rate"},
+		{"NaN rate", func(c *Config) { c.Schedule = []Phase{{Rate: math.NaN(), Duration: time.Second}} }, "rate"},
+		{"negative rate", func(c *Config) { c.Schedule = []Phase{{Rate: -1, Duration: time.Second}} }, "rate"},
+		{"zero duration", func(c *Config) { c.Schedule = []Phase{{Rate: 1}} }, "duration"},
+		{"infinite time scale", func(c *Config) {
+			c.Schedule = []Phase{{Rate: 1, Duration: time.Second}}
+			c.TimeScale = math.Inf(1)
+		}, "time-scale"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid
+			tc.edit(&c)
+			err := c.Validate()
+			if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Validate() = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
 	}
 }

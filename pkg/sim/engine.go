@@ -284,7 +284,7 @@ func (e *Engine) enqueue(s *seq, now time.Duration) {
 	cancelled := s.cancelled
 	s.mu.Unlock()
 	if cancelled {
-		e.finish(s, now, ReasonAbort)
+		e.finish(s, now, ReasonAbort, s.generated)
 		return
 	}
 	if s.arrival > now {
@@ -306,14 +306,14 @@ func (e *Engine) abort(s *seq, now time.Duration) {
 		if r == s {
 			e.running = append(e.running[:i], e.running[i+1:]...)
 			e.free(s)
-			e.finish(s, now, ReasonAbort)
+			e.finish(s, now, ReasonAbort, s.generated)
 			return
 		}
 	}
 	for i, r := range e.waiting {
 		if r == s {
 			e.waiting = append(e.waiting[:i], e.waiting[i+1:]...)
-			e.finish(s, now, ReasonAbort)
+			e.finish(s, now, ReasonAbort, s.generated)
 			return
 		}
 	}
@@ -498,10 +498,12 @@ func (e *Engine) commit(t time.Duration) {
 		if s.computed < s.prompt+s.generated {
 			continue // chunked prefill not finished
 		}
-		s.mu.Lock()
-		s.generated++
-		gen := s.generated
-		s.mu.Unlock()
+		gen := s.generated + 1
+		if gen < s.maxTokens { // the last token is published by finish, with done
+			s.mu.Lock()
+			s.generated = gen
+			s.mu.Unlock()
+		}
 		genTokens++
 		if gen == 1 {
 			s.firstToken = t
@@ -521,7 +523,7 @@ func (e *Engine) commit(t time.Duration) {
 		e.rec.step(tokens, promptTokens, genTokens)
 	}
 	for _, s := range ended {
-		e.finish(s, t, ReasonLength)
+		e.finish(s, t, ReasonLength, s.maxTokens)
 	}
 	for _, s := range emitted {
 		signal(s)
@@ -541,11 +543,13 @@ func (e *Engine) commit(t time.Duration) {
 	e.reportAdapters()
 }
 
-// finish marks s done at t and records its latencies. Blocks are freed by
-// the caller.
-func (e *Engine) finish(s *seq, t time.Duration, reason string) {
+// finish marks s done at t with generated tokens, publishing both at once
+// (a reader must not see the last token without done), and records its
+// latencies. Blocks are freed by the caller.
+func (e *Engine) finish(s *seq, t time.Duration, reason string, generated int) {
 	s.finished = true
 	s.mu.Lock()
+	s.generated = generated
 	s.done = true
 	s.reason = reason
 	gen := s.generated

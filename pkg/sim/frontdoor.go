@@ -62,6 +62,8 @@ type FrontDoor struct {
 	proxy   *httputil.ReverseProxy
 	probe   *http.Client
 	pending atomic.Int64
+	// bodyTimeout bounds the wall-clock time of reading a request body.
+	bodyTimeout time.Duration
 
 	mu    sync.Mutex
 	ready bool
@@ -74,7 +76,7 @@ func NewFrontDoor(cfg FrontDoorConfig) (*FrontDoor, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(cfg.Backend) // checked by Validate
-	f := &FrontDoor{cfg: cfg, backend: u, wake: make(chan struct{}),
+	f := &FrontDoor{cfg: cfg, backend: u, wake: make(chan struct{}), bodyTimeout: bodyReadTimeout,
 		probe: &http.Client{Timeout: max(cfg.ProbeEvery, 500*time.Millisecond)}}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
@@ -154,7 +156,7 @@ func (f *FrontDoor) serveHeld(w http.ResponseWriter, r *http.Request) {
 	// Read the body first, as a router that picks by the request does: the
 	// server then notices a client that leaves while its request is held,
 	// and the request can be sent again.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHeldBody))
+	body, err := readBody(w, r, maxHeldBody, f.bodyTimeout)
 	if err != nil {
 		http.Error(w, "front door: reading the request: "+err.Error(), http.StatusBadRequest)
 		return

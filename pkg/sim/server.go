@@ -21,6 +21,10 @@ import (
 // maxBodyBytes bounds a request body.
 const maxBodyBytes = 8 << 20
 
+// bodyReadTimeout bounds, in wall-clock time, how long reading one request
+// body may take: the HTTP servers bound only the headers' read time.
+const bodyReadTimeout = 30 * time.Second
+
 // Server is one simulated model server: an engine per served model, one
 // metrics registry and the HTTP API.
 type Server struct {
@@ -33,6 +37,8 @@ type Server struct {
 	ids     atomic.Uint64
 	mux     *http.ServeMux
 	clock   Clock
+	// bodyTimeout bounds the wall-clock time of reading a request body.
+	bodyTimeout time.Duration
 }
 
 // served is one model of the server with its own engine.
@@ -68,7 +74,7 @@ func NewServer(cfg Config, clock Clock) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	now := time.Now()
-	s := &Server{cfg: cfg, byName: map[string]route{}, reg: reg, created: now.Unix(), mux: http.NewServeMux(), clock: clock}
+	s := &Server{cfg: cfg, byName: map[string]route{}, reg: reg, created: now.Unix(), mux: http.NewServeMux(), clock: clock, bodyTimeout: bodyReadTimeout}
 	names := cfg.ModelNames()
 	for i, name := range names {
 		mcfg := cfg
@@ -257,9 +263,25 @@ type chatRequest struct {
 	Messages []chatMessage `json:"messages"`
 }
 
+// readBody reads r's body, at most limit bytes, within timeout (wall
+// clock). The deadline is lifted once the body is read, as an answer
+// streamed for longer must still notice a client that goes away; it stays
+// after a failure, so that the server does not wait for the rest of the
+// body before it answers and closes the connection.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(timeout)) // unsupported only by test recorders
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return nil, err
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	return body, nil
+}
+
 // decode reads a JSON body into v, answering 400 on failure.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := readBody(w, r, maxBodyBytes, s.bodyTimeout)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("reading request body: %v", err))
 		return false
@@ -308,7 +330,7 @@ func (s *Server) validate(w http.ResponseWriter, c *commonRequest, prompt int) (
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
 		return
 	}
 	prompt, err := promptTokens(req.Prompt)
@@ -325,7 +347,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
 		return
 	}
 	prompt, err := chatTokens(req.Messages)
