@@ -174,21 +174,30 @@ func waiting(c *Cache, path string) int {
 	return 0
 }
 
-func TestCacheWaiterComputesItsOwnWhenTheBuildFails(t *testing.T) {
-	clk := testclock.NewFakeClock(time.Unix(1000, 0))
-	next := &counting{status: http.StatusInternalServerError, gate: make(chan struct{})}
-	c, _ := newCache(Config{TTL: time.Second}, next, clk)
-	first := make(chan *httptest.ResponseRecorder)
+// builderAndWaiter asks queuePath twice: the first caller builds the answer
+// (and blocks in next until its gate closes), the second waits on that
+// build. It returns once both are in place (or after 10 s), with the
+// channels their answers arrive on.
+func builderAndWaiter(t *testing.T, c *Cache, next *counting) (first, second chan *httptest.ResponseRecorder) {
+	t.Helper()
+	first, second = make(chan *httptest.ResponseRecorder), make(chan *httptest.ResponseRecorder)
 	go func() { first <- get(t, c, queuePath, nil) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for next.calls.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	second := make(chan *httptest.ResponseRecorder)
 	go func() { second <- get(t, c, queuePath, nil) }()
 	for waiting(c, queuePath) < 1 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	return first, second
+}
+
+func TestCacheWaiterComputesItsOwnWhenTheBuildFails(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Unix(1000, 0))
+	next := &counting{status: http.StatusInternalServerError, gate: make(chan struct{})}
+	c, _ := newCache(Config{TTL: time.Second}, next, clk)
+	first, second := builderAndWaiter(t, c, next)
 	close(next.gate)
 	a, b := <-first, <-second
 	if a.Code != http.StatusInternalServerError || b.Code != http.StatusInternalServerError {
@@ -344,17 +353,7 @@ func TestCacheSharedAnswerNeverPastMaxAge(t *testing.T) {
 			clk := testclock.NewFakeClock(now)
 			next := &counting{gate: make(chan struct{}), valueAt: now.Add(-9500 * time.Millisecond)}
 			c, _ := newCache(Config{TTL: time.Second, MaxAge: 10 * time.Second}, next, clk)
-			first := make(chan *httptest.ResponseRecorder)
-			go func() { first <- get(t, c, queuePath, nil) }()
-			deadline := time.Now().Add(10 * time.Second)
-			for next.calls.Load() == 0 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			second := make(chan *httptest.ResponseRecorder)
-			go func() { second <- get(t, c, queuePath, nil) }()
-			for waiting(c, queuePath) < 1 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
+			first, second := builderAndWaiter(t, c, next)
 			clk.Step(tc.buildTakes)
 			close(next.gate)
 			a, b := <-first, <-second

@@ -160,7 +160,7 @@ func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStrea
 		}
 		if active := v > q.activation; first || active != last {
 			if err := stream.Send(&pb.IsActiveResponse{Result: active}); err != nil {
-				return fmt.Errorf("sending to the stream of %s/%s: %w", ref.GetNamespace(), short(ref.GetName()), err)
+				return fmt.Errorf("sending to the stream of %.64q in namespace %.64q: %w", ref.GetName(), ref.GetNamespace(), err)
 			}
 			first, last = false, active
 		}
@@ -188,7 +188,7 @@ func toInt64(v float64) int64 {
 func parseRef(ref *pb.ScaledObjectRef) (query, error) {
 	q, err := parseQuery(ref.GetNamespace(), ref.GetScalerMetadata())
 	if err != nil {
-		return q, status.Errorf(codes.InvalidArgument, "ScaledObject %s/%s: %v", short(ref.GetNamespace()), short(ref.GetName()), err)
+		return q, status.Errorf(codes.InvalidArgument, "ScaledObject %.64q in namespace %.64q: %v", ref.GetName(), ref.GetNamespace(), err)
 	}
 	return q, nil
 }

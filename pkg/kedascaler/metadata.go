@@ -72,7 +72,7 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 		return q, fmt.Errorf("the ScaledObjectRef has no namespace: the scaler answers only within the ScaledObject's namespace")
 	}
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return q, fmt.Errorf("the ScaledObjectRef's namespace %q is not a valid namespace name: %s", short(namespace), strings.Join(errs, "; "))
+		return q, fmt.Errorf("the ScaledObjectRef's namespace %.64q is not a valid namespace name: %s", namespace, strings.Join(errs, "; "))
 	}
 	if len(md) > maxKeys {
 		return q, fmt.Errorf("the trigger metadata has %d keys, more than %d", len(md), maxKeys)
@@ -217,15 +217,6 @@ func parsePodSelector(s string) (labels.Selector, error) {
 		}
 	}
 	return sel, nil
-}
-
-// short cuts a string the client sent to a length fit for an error message.
-func short(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 func servedNames() string {

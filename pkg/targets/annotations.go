@@ -40,7 +40,7 @@ func ForcedServer(pod *corev1.Pod, servers *parse.Servers) (parse.Server, error)
 	}
 	s, ok := servers.ByName(name)
 	if !ok {
-		return parse.Unknown, fmt.Errorf("annotation %s=%s: unknown server", AnnotationServer, quoteShort(name))
+		return parse.Unknown, fmt.Errorf("annotation %s=%.64q: unknown server", AnnotationServer, name)
 	}
 	return s, nil
 }

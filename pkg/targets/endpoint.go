@@ -32,10 +32,10 @@ func Endpoint(pod *corev1.Pod) (string, error) {
 	path := DefaultPath
 	if p, ok := pod.Annotations[AnnotationPath]; ok && p != "" {
 		if !strings.HasPrefix(p, "/") {
-			return "", fmt.Errorf("annotation %s=%s: must start with /", AnnotationPath, quoteShort(p))
+			return "", fmt.Errorf("annotation %s=%.64q: must start with /", AnnotationPath, p)
 		}
 		if len(p) > MaxPathLen {
-			return "", fmt.Errorf("annotation %s=%s: %d bytes, more than %d", AnnotationPath, quoteShort(p), len(p), MaxPathLen)
+			return "", fmt.Errorf("annotation %s=%.64q: %d bytes, more than %d", AnnotationPath, p, len(p), MaxPathLen)
 		}
 		path = p
 	}
@@ -46,7 +46,7 @@ func endpointPort(pod *corev1.Pod) (int, error) {
 	if s, ok := pod.Annotations[AnnotationPort]; ok {
 		p, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || p < 1 || p > 65535 {
-			return 0, fmt.Errorf("annotation %s=%s: not a port number", AnnotationPort, quoteShort(s))
+			return 0, fmt.Errorf("annotation %s=%.64q: not a port number", AnnotationPort, s)
 		}
 		return p, nil
 	}
@@ -70,14 +70,4 @@ func endpointPort(pod *corev1.Pod) (int, error) {
 		return 0, fmt.Errorf("no %s annotation and no container port", AnnotationPort)
 	}
 	return int(first), nil
-}
-
-// quoteShort quotes an annotation's value for an error, cut to 64 bytes:
-// the value is the pod owner's, and errors reach logs and answers.
-func quoteShort(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(strings.ToValidUTF8(s[:n], "")) + "..."
 }

@@ -108,10 +108,11 @@ type Config struct {
 
 // MaxSelectorLen is the longest label selector (its String()) kept as
 // demand. A question's selector is the reader's to choose and a URL may
-// carry one of about 1 MiB; demand keeps each entry's selector, so a longer
-// one is answered but, like labels.Nothing(), kept as no demand: its
-// never-scraped pods are scraped once, then only while other demand wants
-// them. A Deployment's selector is far shorter.
+// carry one of about 1 MiB; demand keeps each entry's selector. The
+// provider refuses longer ones before they get here (provider.MaxSelectorLen
+// is this bound); Want still keeps none of them, like labels.Nothing(), so
+// that demand's memory is bounded whoever calls it. A Deployment's selector
+// is far shorter.
 const MaxSelectorLen = 4096
 
 // AgentTrust returns the rule that decides which pods are gpu-agents.
