@@ -37,9 +37,38 @@ func Endpoint(pod *corev1.Pod) (string, error) {
 		if len(p) > MaxPathLen {
 			return "", fmt.Errorf("annotation %s=%.64q: %d bytes, more than %d", AnnotationPath, p, len(p), MaxPathLen)
 		}
+		if i, ok := urlPathOK(p); !ok {
+			return "", fmt.Errorf("annotation %s=%.64q: byte %d (%.4q) is not valid in a URL path (want RFC 3986 characters, others percent-encoded)", AnnotationPath, p, i, p[i:])
+		}
 		path = p
 	}
 	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + path, nil
+}
+
+// urlPathOK reports whether p holds only what RFC 3986 allows in a path
+// and query (unreserved and sub-delims characters, ':', '@', '/', '?', and
+// '%' followed by two hex digits), else the offset of the first byte that
+// is not. Every control character, space, quote, backslash, '#' and
+// non-ASCII byte is refused: the path goes into the scrape URL, and so into
+// scrape errors, log lines and 404 reasons about the pod, where a newline
+// or an ESC could forge a line or drive a terminal.
+func urlPathOK(p string) (int, bool) {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=:@/?", c) >= 0:
+		case c == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]):
+			i += 2
+		default:
+			return i, false
+		}
+	}
+	return 0, true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 func endpointPort(pod *corev1.Pod) (int, error) {
