@@ -299,7 +299,7 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 				release()
 				m.unclaim(t.Pod, done)
 				if ok && err != nil {
-					klog.V(2).InfoS("Scrape failed", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL, "err", err)
+					klog.V(2).InfoS("Scrape failed", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", logURL(t.URL), "err", err)
 				}
 			}
 		}()
@@ -489,7 +489,7 @@ func (m *Manager) scrapeTarget(ctx context.Context, w *worker, t Target, ep *end
 	m.metrics.bytes.Add(float64(n))
 	if err != nil {
 		m.metrics.failures.WithLabelValues(ReasonOf(err)).Inc()
-		err = fmt.Errorf("scraping %s of pod %s: %w", t.URL, t.Pod, err)
+		err = fmt.Errorf("scraping %s of pod %s: %w", logURL(t.URL), t.Pod, err)
 		page, pods = nil, nil
 	}
 	if page != nil {

@@ -374,9 +374,9 @@ func (l *loop) logState(err error) {
 	}
 	t := l.target
 	if err != nil {
-		klog.ErrorS(err, "Scrape failing", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL, "reason", reason)
+		klog.ErrorS(err, "Scrape failing", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", logURL(t.URL), "reason", reason)
 	} else {
-		klog.InfoS("Scrape recovered", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", t.URL)
+		klog.InfoS("Scrape recovered", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", logURL(t.URL))
 	}
 	l.lastReason = reason
 }

@@ -27,6 +27,7 @@ package scrape
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -220,4 +221,17 @@ func ReasonOf(err error) string {
 		return e.Reason
 	}
 	return ""
+}
+
+// logURL is u for errors and log lines: as it is when it is printable
+// ASCII, else quoted. A Target's URL is built from a pod's annotations
+// (pkg/targets refuses a path with a byte that is not valid in a URL), but
+// a newline or an ESC in one would forge a log line or drive a terminal.
+func logURL(u string) string {
+	for i := range len(u) {
+		if u[i] <= ' ' || u[i] >= 0x7f {
+			return strconv.Quote(u)
+		}
+	}
+	return u
 }
