@@ -56,6 +56,9 @@ type Config struct {
 	StreamInterval time.Duration
 	// CallTimeout bounds the work of one call (one read of a value).
 	CallTimeout time.Duration
+	// Access is who may ask about which namespace (authz.go); the zero
+	// Access refuses every call.
+	Access Access
 }
 
 // Defaults of Config's zero fields.
@@ -93,8 +96,8 @@ func (s *Scaler) Register(r grpc.ServiceRegistrar) { pb.RegisterExternalScalerSe
 
 // GetMetricSpec returns the trigger's metric and target. It validates the
 // metadata but reads no value: KEDA asks it when it builds the HPA.
-func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.GetMetricSpecResponse, error) {
-	q, err := parseRef(ref)
+func (s *Scaler) GetMetricSpec(ctx context.Context, ref *pb.ScaledObjectRef) (*pb.GetMetricSpecResponse, error) {
+	q, err := s.admit(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +111,7 @@ func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.
 // GetMetrics returns the trigger's current value, or NotFound with the
 // reason when it was not measured.
 func (s *Scaler) GetMetrics(ctx context.Context, req *pb.GetMetricsRequest) (*pb.GetMetricsResponse, error) {
-	q, err := parseRef(req.GetScaledObjectRef())
+	q, err := s.admit(ctx, req.GetScaledObjectRef())
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +132,7 @@ func (s *Scaler) GetMetrics(ctx context.Context, req *pb.GetMetricsRequest) (*pb
 // IsActive reports whether the value exceeds the activation target
 // (activationTargetValue, default 0); an unmeasured value is NotFound.
 func (s *Scaler) IsActive(ctx context.Context, ref *pb.ScaledObjectRef) (*pb.IsActiveResponse, error) {
-	q, err := parseRef(ref)
+	q, err := s.admit(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -145,11 +148,11 @@ func (s *Scaler) IsActive(ctx context.Context, ref *pb.ScaledObjectRef) (*pb.IsA
 // context ends. When the value cannot be read the stream ends with that
 // error (KEDA reconnects after a pause), rather than sending "inactive".
 func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStreamingServer[pb.IsActiveResponse]) error {
-	q, err := parseRef(ref)
+	ctx := stream.Context()
+	q, err := s.admit(ctx, ref)
 	if err != nil {
 		return err
 	}
-	ctx := stream.Context()
 	t := time.NewTicker(s.cfg.StreamInterval)
 	defer t.Stop()
 	first, last := true, false

@@ -70,6 +70,19 @@ type fakePod struct {
 // scraped (or not) as each fakePod says.
 func newScaler(t *testing.T, pods []fakePod, deps []*appsv1.Deployment) *kedascaler.Scaler {
 	t.Helper()
+	return newScalerWith(t, openConfig(), pods, deps)
+}
+
+// openConfig is the scaler's configuration in tests that are not about who
+// may call: callers without a client certificate may ask about any
+// namespace.
+func openConfig() kedascaler.Config {
+	return kedascaler.Config{StreamInterval: time.Second, Access: kedascaler.Access{AllowUnauthenticated: true}}
+}
+
+// newScalerWith is newScaler with the scaler's configuration cfg.
+func newScalerWith(t *testing.T, scfg kedascaler.Config, pods []fakePod, deps []*appsv1.Deployment) *kedascaler.Scaler {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -131,7 +144,7 @@ func newScaler(t *testing.T, pods []fakePod, deps []*appsv1.Deployment) *kedasca
 			StatefulSets: appslisters.NewStatefulSetLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})),
 		}, st, nil, testclock.NewFakePassiveClock(now.Add(time.Second)))
 
-	return kedascaler.New(kedascaler.Config{StreamInterval: time.Second}, prov, prov.External())
+	return kedascaler.New(scfg, prov, prov.External())
 }
 
 // serve serves scaler on 127.0.0.1 in plaintext until the test ends.
@@ -195,9 +208,12 @@ inference_extension_flow_control_queue_size{fairness_id="default",inference_pool
 // Deployment is at zero replicas; team-b runs its own llm (pod b1: queue 9).
 func fleet(t *testing.T) *env { return serve(t, fleetScaler(t)) }
 
-func fleetScaler(t *testing.T) *kedascaler.Scaler {
+func fleetScaler(t *testing.T) *kedascaler.Scaler { return fleetScalerWith(t, openConfig()) }
+
+// fleetScalerWith is fleetScaler with the scaler's configuration cfg.
+func fleetScalerWith(t *testing.T, cfg kedascaler.Config) *kedascaler.Scaler {
 	llm := map[string]string{"app": "llm"}
-	return newScaler(t, []fakePod{
+	return newScalerWith(t, cfg, []fakePod{
 		{ns: "team-a", name: "a1", labels: llm, page: vllmPage(3, 8, 0.25), scraped: true},
 		{ns: "team-a", name: "a2", labels: llm, page: vllmPage(4, 8, 0.5), scraped: true},
 		{ns: "team-a", name: "q1", labels: map[string]string{"app": "quiet"}, page: vllmPage(0, 0, 0), scraped: true},
