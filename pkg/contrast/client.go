@@ -153,13 +153,14 @@ func (c *Client) objectValue(ctx context.Context, namespace, name string, s cata
 	return mv.Value.AsApproximateFloat64(), true, "", nil
 }
 
-// notFoundReason is the message of the API's 404: why there is no value.
+// notFoundReason is the message of the API's 404: why there is no value,
+// made printable (JSON escapes C0 controls, not C1 ones or overrides).
 func notFoundReason(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Message != "" {
-		return status.Status().Message
+		return Printable(status.Status().Message)
 	}
-	return err.Error()
+	return Printable(err.Error())
 }
 
 // running reports whether a pod holds its resources now: Running, not

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -91,7 +92,9 @@ func (o *OpenCost) DeploymentCosts(ctx context.Context, namespace string) (map[s
 		return nil, fmt.Errorf("OpenCost %s: the answer is over %d MiB", u.Redacted(), maxOpenCostBody>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("OpenCost %s: %s: %.200q", u.Redacted(), resp.Status, body)
+		// The reason phrase is the server's text, as the body is: quoted.
+		reason := strings.TrimPrefix(strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode)), " ")
+		return nil, fmt.Errorf("OpenCost %s: HTTP %d %.64q: %.200q", u.Redacted(), resp.StatusCode, reason, body)
 	}
 	var ar allocationResponse
 	if err := json.Unmarshal(body, &ar); err != nil {

@@ -68,7 +68,7 @@ func TestOpenCostErrors(t *testing.T) {
 		body    string
 		wantErr string
 	}{
-		{"HTTP error", http.StatusInternalServerError, `{"code":500,"message":"boom"}`, "500 Internal Server Error"},
+		{"HTTP error", http.StatusInternalServerError, `{"code":500,"message":"boom"}`, `HTTP 500 "Internal Server Error"`},
 		{"error code in the body", http.StatusOK, `{"code":400,"message":"bad window"}`, `code 400: "bad window"`},
 		{"not JSON", http.StatusOK, `<html>`, "not an allocation answer"},
 		{"too large", http.StatusOK, `{"code":200,"data":[{"x":{"name":"` + strings.Repeat("a", maxOpenCostBody) + `"}}]}`, "over 32 MiB"},

@@ -170,7 +170,8 @@ func run(c *common, stdout, stderr io.Writer, header func() string, once func(ct
 		err := once(rctx, client, ns)
 		cancel()
 		if err != nil {
-			fmt.Fprintf(stderr, "error: %v\n", err)
+			// The API's messages quote tenant text (names, scrape errors).
+			fmt.Fprintf(stderr, "error: %s\n", contrast.Printable(err.Error()))
 			if c.watch == 0 {
 				return 1
 			}

@@ -37,6 +37,9 @@ type Server struct {
 	DeploymentValues map[string]map[string]float64
 	// Fail, when set, is the HTTP status every metric request answers.
 	Fail int
+	// FailMessage is the message of those answers ("failing as told" when
+	// empty).
+	FailMessage string
 
 	mu       sync.Mutex
 	requests []string
@@ -126,7 +129,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // metric answers resource/name/metric as the adapter does.
 func (s *Server) metric(w http.ResponseWriter, parts []string, sel labels.Selector) {
 	if s.Fail != 0 {
-		status(w, s.Fail, "failing as told")
+		msg := s.FailMessage
+		if msg == "" {
+			msg = "failing as told"
+		}
+		status(w, s.Fail, msg)
 		return
 	}
 	if len(parts) != 3 {
