@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
 // The trigger metadata keys the scaler reads (docs/keda.md).
@@ -196,18 +197,18 @@ func parseNumber(key, s string, target bool) (float64, error) {
 	return v, nil
 }
 
-// parsePodSelector parses a label selector that must pick pods: not empty,
-// at most maxRequirements requirements, and no model keys (modelName picks
+// parsePodSelector parses a label selector that must pick pods: not empty
+// nor negations only (targets.SelectsWholeNamespace), at most maxRequirements requirements, and no model keys (modelName picks
 // models).
 func parsePodSelector(s string) (labels.Selector, error) {
 	sel, err := labels.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", KeyPodSelector, s, err)
 	}
-	reqs, _ := sel.Requirements()
-	if len(reqs) == 0 {
-		return nil, fmt.Errorf("%s must pick pods (e.g. app=llm): an empty selector would sum a whole namespace", KeyPodSelector)
+	if targets.SelectsWholeNamespace(sel) {
+		return nil, fmt.Errorf("%s %.64q must pick pods by a label they have (e.g. app=llm): an empty selector, or one of negations only (!x, x!=y, x notin (...)), would sum a whole namespace", KeyPodSelector, s)
 	}
+	reqs, _ := sel.Requirements()
 	if len(reqs) > maxRequirements {
 		return nil, fmt.Errorf("%s has %d requirements, more than %d", KeyPodSelector, len(reqs), maxRequirements)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
 // External serves external.metrics.k8s.io: a signal aggregated over the
@@ -79,8 +80,8 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 		return nil, err
 	}
 	podSel, modelSel := splitSelector(metricSelector)
-	if podSel.Empty() {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("external metric %s needs a metric selector that picks pods (e.g. app=llm); model_name alone would sum a whole namespace", info.Metric))
+	if targets.SelectsWholeNamespace(podSel) {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("external metric %s needs a metric selector that picks pods by a label they have (e.g. app=llm); model_name alone, or negations only (!x, x!=y, x notin (...)), would sum a whole namespace", info.Metric))
 	}
 	pods, err := p.list.Pods.Pods(namespace).List(podSel)
 	if err != nil {

@@ -89,6 +89,8 @@ func TestExternalMetricsAPI(t *testing.T) {
 		{name: "a pod without a value makes it a 404", metric: "inference_queue_size", selector: "app=cold", code: 404, wantErr: "1 of 1 ready pods"},
 		{name: "no pods", metric: "inference_queue_size", selector: "app=none", code: 404, wantErr: "no pods match"},
 		{name: "selector without pods refused", metric: "inference_queue_size", selector: "model_name=llama", code: 400, wantErr: "needs a metric selector that picks pods"},
+		{name: "negations only refused", metric: "inference_queue_size", selector: "!zzz", code: 400, wantErr: "needs a metric selector that picks pods"},
+		{name: "model and negations only refused", metric: "inference_queue_size", selector: "model_name=llama,app!=x,tier notin (cpu)", code: 400, wantErr: "needs a metric selector that picks pods"},
 		{name: "unknown metric", metric: "tokens", selector: "app=llm", code: 404, wantErr: "unknown metric"},
 		{name: "a selector over the bound refused", metric: "inference_queue_size", selector: hugeIn("app", "llm", 20000), code: 400, wantErr: "metric selector is"},
 	}

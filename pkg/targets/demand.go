@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // Default demand bounds, as the flags --max-selectors-per-namespace and
@@ -14,6 +15,30 @@ const (
 	DefaultMaxSelectorsPerNamespace = 64
 	DefaultMaxSelectors             = 2048
 )
+
+// SelectsWholeNamespace reports whether sel picks pods only by what they
+// lack: labels.Everything(), or requirements that are all negations (!x,
+// x!=y, x notin (...)), such as "!zzz", which every pod without that label
+// matches. Such a selector ranges over a whole namespace, so a question
+// that must pick pods (an external metric's, a KEDA trigger's) refuses it,
+// as it refuses an empty one. labels.Nothing() selects nothing.
+func SelectsWholeNamespace(sel labels.Selector) bool {
+	if sel == nil || sel.Empty() {
+		return true
+	}
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return false
+	}
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.NotEquals, selection.NotIn, selection.DoesNotExist:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // demandKey names one entry of a namespace's demand: a label selector asked
 // about, or one pod asked about by name.
