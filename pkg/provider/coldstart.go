@@ -146,7 +146,7 @@ func (p *Provider) demandPerReplicaByName(ctx context.Context, name types.Namesp
 		return nil, err
 	}
 	if name.Namespace == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
+		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
 	}
 	sel, err := p.objectSelector(k, name)
 	if err != nil {
@@ -164,7 +164,7 @@ func (p *Provider) demandPerReplicaBySelector(ctx context.Context, namespace str
 		return nil, err
 	}
 	if namespace == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace", info.GroupResource.String()))
+		return nil, badRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace", info.GroupResource.String()))
 	}
 	if selector == nil {
 		selector = labels.Everything()

@@ -81,7 +81,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	}
 	podSel, modelSel := splitSelector(metricSelector)
 	if targets.SelectsWholeNamespace(podSel) {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("external metric %s needs a metric selector that picks pods by a label they have (e.g. app=llm); model_name alone, or negations only (!x, x!=y, x notin (...)), would sum a whole namespace", info.Metric))
+		return nil, badRequest(fmt.Sprintf("external metric %s needs a metric selector that picks pods by a label they have (e.g. app=llm); model_name alone, or negations only (!x, x!=y, x notin (...)), would sum a whole namespace", info.Metric))
 	}
 	pods, err := p.list.Pods.Pods(namespace).List(podSel)
 	if err != nil {

@@ -71,7 +71,7 @@ func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedNam
 		return nil, notFound(info, fmt.Sprintf("%s serve only %s (a front door's held requests), not %q", info.GroupResource.String(), catalog.FrontDoorPendingRequests, info.Metric))
 	}
 	if name.Namespace == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s/%s: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
+		return nil, badRequest(fmt.Sprintf("%s/%s: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
 	}
 	// The annotation's value: the Service's name, or inferencepool/<name>.
 	want := name.Name

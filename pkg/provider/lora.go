@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
@@ -45,12 +44,12 @@ func loraQuestionOf(info cmprovider.CustomMetricInfo, metricSelector labels.Sele
 	}
 	example := fmt.Sprintf("metric selector %s: my-adapter (metricLabelSelector=%s%%3Dmy-adapter)", catalog.LoRANameLabel, catalog.LoRANameLabel)
 	if metricSelector == nil || metricSelector.Empty() {
-		return q, apierrors.NewBadRequest(fmt.Sprintf("%s needs a metric selector that picks LoRA adapters by %s, e.g. the %s", info.Metric, catalog.LoRANameLabel, example))
+		return q, badRequest(fmt.Sprintf("%s needs a metric selector that picks LoRA adapters by %s, e.g. the %s", info.Metric, catalog.LoRANameLabel, example))
 	}
 	reqs, _ := metricSelector.Requirements()
 	for _, r := range reqs {
 		if r.Key() != catalog.LoRANameLabel {
-			return q, apierrors.NewBadRequest(fmt.Sprintf("%s picks LoRA adapters by %s only, not %q (vLLM's lora_requests_info line has no other label to match: one vLLM serves one base model), e.g. the %s", info.Metric, catalog.LoRANameLabel, r.Key(), example))
+			return q, badRequest(fmt.Sprintf("%s picks LoRA adapters by %s only, not %q (vLLM's lora_requests_info line has no other label to match: one vLLM serves one base model), e.g. the %s", info.Metric, catalog.LoRANameLabel, r.Key(), example))
 		}
 	}
 	q.match = func(name string) bool {
@@ -80,7 +79,7 @@ func (p *Provider) loraAdapterByName(ctx context.Context, name types.NamespacedN
 		return nil, notFound(info, fmt.Sprintf("%s is served for pods, deployments and statefulsets, not %s", info.Metric, info.GroupResource.String()))
 	}
 	if name.Namespace == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
+		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
 	}
 	q, err := loraQuestionOf(info, metricSelector)
 	if err != nil {
@@ -122,7 +121,7 @@ func (p *Provider) loraAdapterBySelector(ctx context.Context, namespace string, 
 		list, err = p.podsBySelector(ctx, namespace, selector, info, metricSelector, catalog.QueueSize, p.loraRead(q))
 	} else {
 		if namespace == "" {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace", info.GroupResource.String()))
+			return nil, badRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace", info.GroupResource.String()))
 		}
 		list, err = p.objectsBySelector(ctx, k, namespace, selector, catalog.QueueSize, p.loraOver(q), info, metricSelector)
 	}

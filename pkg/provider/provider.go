@@ -28,8 +28,10 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -194,7 +196,7 @@ func checkSelectors(metric string, selector, metricSelector labels.Selector) err
 			continue
 		}
 		if n := len(s.sel.String()); n > MaxSelectorLen {
-			return apierrors.NewBadRequest(fmt.Sprintf("%s: the %s is %d bytes long, more than the %d accepted", metric, s.what, n, MaxSelectorLen))
+			return badRequest(fmt.Sprintf("%s: the %s is %d bytes long, more than the %d accepted", metric, s.what, n, MaxSelectorLen))
 		}
 	}
 	return nil
@@ -220,7 +222,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	}
 	p.cfg.Latency.Ask(sig)
 	if name.Namespace == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s %q: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
+		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
 	}
 	match := modelMatcher(metricSelector)
 	if k == kindPod {
@@ -289,7 +291,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	match := modelMatcher(metricSelector)
 	if k != kindPod {
 		if namespace == "" {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/*/%s)", info.GroupResource.String(), info.GroupResource.String(), info.Metric))
+			return nil, badRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/*/%s)", info.GroupResource.String(), info.GroupResource.String(), info.Metric))
 		}
 		return p.objectsBySelector(ctx, k, namespace, selector, sig, p.signalOver(sig, match), info, metricSelector)
 	}
@@ -727,7 +729,7 @@ func noPodsMessage(namespace string, selector labels.Selector, matched int) stri
 // notFound is the typed 404 of the custom metrics API, with our reason.
 func notFound(info cmprovider.CustomMetricInfo, why string) error {
 	err := cmprovider.NewMetricNotFoundError(info.GroupResource, info.Metric)
-	err.ErrStatus.Message = fmt.Sprintf("the server could not find the metric %s for %s: %s", info.Metric, info.GroupResource.String(), why)
+	err.ErrStatus.Message = printable(fmt.Sprintf("the server could not find the metric %s for %s: %s", info.Metric, info.GroupResource.String(), why))
 	return err
 }
 
@@ -769,4 +771,44 @@ func describe(s store.Sample) string {
 		return s.Status.String()
 	}
 	return s.Status.String() + ": " + s.Detail
+}
+
+// printable returns s with every rune that is not printable (control
+// characters such as newline and ESC, C1 controls, bidirectional
+// overrides, other format characters) and every byte that is not valid
+// UTF-8 written as a Go escape (\n, \x1b, \u202e, \xff); printable text,
+// quotes included, is kept as it is. An answer's error message joins
+// tenant text (scrape errors of their pages, names from the question) and
+// reaches terminals as it is (kubectl, kubectl describe hpa, KEDA's events).
+func printable(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= ' ' && s[i] < 0x7f {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case strconv.IsPrint(r):
+			b.WriteString(s[i : i+size])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// badRequest is the 400 of the custom metrics API, with our reason made
+// printable.
+func badRequest(why string) error {
+	return apierrors.NewBadRequest(printable(why))
 }
