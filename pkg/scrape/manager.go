@@ -19,7 +19,8 @@ import (
 // Manager runs the scrape loops of a set of targets through a pool of
 // Config.Concurrency workers, of which one namespace's loops hold at most
 // Config.NamespaceConcurrency at once, and on-demand scrapes (ScrapeNow)
-// through a pool of its own of Config.FirstConcurrency workers. A loop is
+// through a pool of its own of Config.FirstConcurrency workers, of which
+// one namespace's pods hold at most Config.FirstNamespaceConcurrency. A loop is
 // not a goroutine: one scheduler (sched.go) runs every target's loop on the
 // workers' goroutines.
 type Manager struct {
@@ -39,6 +40,8 @@ type Manager struct {
 	workers chan *worker
 	// firstWorkers is the same for on-demand scrapes.
 	firstWorkers chan *worker
+	// firstShares holds each namespace's share of firstWorkers.
+	firstShares *namespaceShares
 	// flights holds the on-demand scrape in flight of each pod, if any: at
 	// most one per pod; a second ScrapeNow of the pod waits for it.
 	flightMu sync.Mutex
@@ -106,6 +109,7 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 		metrics:      met,
 		workers:      make(chan *worker, cfg.Concurrency),
 		firstWorkers: make(chan *worker, cfg.FirstConcurrency),
+		firstShares:  newNamespaceShares(cfg.firstNamespaceConcurrency()),
 		flights:      map[types.NamespacedName]chan struct{}{},
 		targets:      map[types.NamespacedName]Target{},
 		loops:        map[types.NamespacedName]*loop{},
@@ -191,7 +195,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	n := len(m.loops)
 	m.mu.Unlock()
 	klog.InfoS("Scrape loops started", "targets", n, "interval", m.cfg.Interval, "timeout", m.cfg.Timeout,
-		"concurrency", m.cfg.Concurrency, "firstConcurrency", m.cfg.FirstConcurrency)
+		"concurrency", m.cfg.Concurrency, "perNamespace", m.cfg.namespaceConcurrency(),
+		"firstConcurrency", m.cfg.FirstConcurrency, "firstPerNamespace", m.cfg.firstNamespaceConcurrency())
 
 	<-ctx.Done()
 
@@ -264,8 +269,9 @@ func (m *Manager) runScheduled(l *loop) {
 }
 
 // ScrapeNow scrapes ts once, concurrently through the on-demand pool (never
-// a loop's worker), records each outcome in the Sink, and returns when all
-// are done. A pod already being scraped on demand, by this call or another,
+// a loop's worker), the pods of one namespace through at most its share of
+// it (Config.FirstNamespaceConcurrency), records each outcome in the Sink,
+// and returns when all are done. A pod already being scraped on demand, by this call or another,
 // is not scraped again: ScrapeNow waits for that scrape instead. When ctx
 // ends first, scrapes in flight are canceled and recorded with
 // ReasonCanceled, targets not yet started are not scraped (nor recorded),
@@ -294,9 +300,18 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 					mu.Unlock()
 					continue
 				}
+				// A slot of the pod's namespace first, then a worker: one
+				// namespace's scrapes never hold more than its share of
+				// the pool, nor wait in its queue for one.
+				leave, ok := m.firstShares.enter(ctx, t.Pod.Namespace)
+				if !ok {
+					m.unclaim(t.Pod, done)
+					return
+				}
 				ep, release, epErr := m.endpointFor(t)
 				ok, err := m.scrapeOnce(ctx, m.firstWorkers, t, ep, epErr, true)
 				release()
+				leave()
 				m.unclaim(t.Pod, done)
 				if ok && err != nil {
 					klog.V(2).InfoS("Scrape failed", "pod", klog.KRef(t.Pod.Namespace, t.Pod.Name), "url", logURL(t.URL), "err", err)
@@ -311,6 +326,56 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// namespaceShares bounds the on-demand workers one namespace holds at
+// once: a semaphore per namespace with scrapes running or waiting, dropped
+// when the last leaves, so its size follows the scrapes in flight, not the
+// namespaces ever asked about.
+type namespaceShares struct {
+	share int
+	mu    sync.Mutex
+	ns    map[string]*nsShare
+}
+
+type nsShare struct {
+	slots chan struct{} // one token per scrape holding a slot
+	users int           // scrapes holding or waiting for a slot; guarded by namespaceShares.mu
+}
+
+func newNamespaceShares(share int) *namespaceShares {
+	return &namespaceShares{share: share, ns: map[string]*nsShare{}}
+}
+
+// enter waits for a slot of namespace, or for ctx to end (ok false). Call
+// leave once the scrape is done.
+func (s *namespaceShares) enter(ctx context.Context, namespace string) (leave func(), ok bool) {
+	s.mu.Lock()
+	sh := s.ns[namespace]
+	if sh == nil {
+		sh = &nsShare{slots: make(chan struct{}, s.share)}
+		s.ns[namespace] = sh
+	}
+	sh.users++
+	s.mu.Unlock()
+	select {
+	case sh.slots <- struct{}{}:
+		return func() {
+			<-sh.slots
+			s.done(namespace, sh)
+		}, true
+	case <-ctx.Done():
+		s.done(namespace, sh)
+		return nil, false
+	}
+}
+
+func (s *namespaceShares) done(namespace string, sh *nsShare) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sh.users--; sh.users == 0 {
+		delete(s.ns, namespace)
 	}
 }
 

@@ -97,6 +97,13 @@ type Config struct {
 	// may run at once: a pool of its own, so on-demand scrapes never take a
 	// loop worker and cannot starve the loops.
 	FirstConcurrency int
+	// FirstNamespaceConcurrency is the most on-demand workers the pods of
+	// one namespace may hold at once, so that one namespace asking about
+	// many new pods whose pages hang cannot take the whole pool from the
+	// other namespaces' first scrapes; its other scrapes wait, without a
+	// worker, within their caller's deadline. 0 means half of
+	// FirstConcurrency (at least 1), as for NamespaceConcurrency.
+	FirstNamespaceConcurrency int
 	// Jitter is the fraction of Interval, in [0, 1], over which each new
 	// loop's first scrape is delayed at random: a loop waits a uniformly
 	// random time in [0, Jitter×Interval) before its first scrape and then
@@ -124,6 +131,15 @@ func (c Config) namespaceConcurrency() int {
 		return c.NamespaceConcurrency
 	}
 	return max(1, c.Concurrency/2)
+}
+
+// firstNamespaceConcurrency is FirstNamespaceConcurrency with its default
+// applied.
+func (c Config) firstNamespaceConcurrency() int {
+	if c.FirstNamespaceConcurrency > 0 {
+		return c.FirstNamespaceConcurrency
+	}
+	return max(1, c.FirstConcurrency/2)
 }
 
 // RetainBufferSize is the largest body buffer a worker keeps from one
@@ -162,6 +178,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("per-namespace scrape concurrency must be in [0, %d] (the scrape concurrency), got %d", c.Concurrency, c.NamespaceConcurrency)
 	case c.FirstConcurrency <= 0:
 		return fmt.Errorf("first-scrape concurrency must be positive, got %d", c.FirstConcurrency)
+	case c.FirstNamespaceConcurrency < 0 || c.FirstNamespaceConcurrency > c.FirstConcurrency:
+		return fmt.Errorf("per-namespace first-scrape concurrency must be in [0, %d] (the first-scrape concurrency), got %d", c.FirstConcurrency, c.FirstNamespaceConcurrency)
 	case !(c.Jitter >= 0 && c.Jitter <= 1): // also rejects NaN
 		return fmt.Errorf("scrape jitter must be a fraction in [0, 1], got %v", c.Jitter)
 	}
