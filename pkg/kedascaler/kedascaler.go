@@ -35,6 +35,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
 )
 
 // Objects answers a signal for one Deployment or StatefulSet, aggregated
@@ -204,10 +206,14 @@ var (
 
 // read returns q's value from the provider, within the call timeout. The
 // provider's errors become gRPC statuses with its message: 404 (no value)
-// is NotFound, 400 InvalidArgument.
+// is NotFound, 400 InvalidArgument. A 404 names no pod and quotes no
+// scrape error (provider.WithoutPodNames).
 func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
+	// The caller named a workload, a Service or a selector, not pods: its
+	// 404s say how many pods lack a value and why, not which.
+	ctx = provider.WithoutPodNames(ctx)
 	var model labels.Selector
 	if q.model != "" {
 		model = labels.SelectorFromSet(labels.Set{"model_name": q.model})

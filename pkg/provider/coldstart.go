@@ -107,7 +107,7 @@ func (p *Provider) demandPerReplicaValue(ctx context.Context, k kind, name types
 	r := p.countDemand(pods, match)
 	obj := name.Namespace + "/" + name.Name
 	if r.why.n > 0 {
-		return nil, notFound(info, fmt.Sprintf("%s: %d of %d ready pods have no queue and running value (the demand needs every ready pod): %s", obj, r.why.n, r.ready, r.why.String()))
+		return nil, notFound(info, fmt.Sprintf("%s: %d of %d ready pods have no queue and running value (the demand needs every ready pod): %s", obj, r.why.n, r.ready, r.why.text(ctx)))
 	}
 	if r.ready == 0 {
 		if r.starting == 0 {

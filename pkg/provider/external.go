@@ -91,7 +91,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	p.want(ctx, namespace, podSel, running)
 	agg := p.aggregatePods(running, sig, modelMatcher(modelSel))
 	if agg.why.n > 0 {
-		return nil, notFound(cinfo, fmt.Sprintf("%d of %d ready pods matching %q have no value (the sum needs every ready pod): %s", agg.why.n, agg.ready, podSel.String(), agg.why.String()))
+		return nil, notFound(cinfo, fmt.Sprintf("%d of %d ready pods matching %q have no value (the sum needs every ready pod): %s", agg.why.n, agg.ready, podSel.String(), agg.why.text(ctx)))
 	}
 	if agg.counted == 0 {
 		return nil, notFound(cinfo, noPodsMessage(namespace, podSel, len(pods))+" (external metrics cover Ready pods, and pods not Ready that have a value)")

@@ -92,7 +92,7 @@ func (p *Provider) frontDoorByName(ctx context.Context, name types.NamespacedNam
 	case ready == 0:
 		return nil, notFound(info, fmt.Sprintf("%s: %d front-door pods, none Ready", what, len(doors)))
 	case why.n > 0:
-		return nil, notFound(info, fmt.Sprintf("%s: %d of %d Ready front-door pods have no value (the sum needs every Ready one): %s", what, why.n, ready, why.String()))
+		return nil, notFound(info, fmt.Sprintf("%s: %d of %d Ready front-door pods have no value (the sum needs every Ready one): %s", what, why.n, ready, why.text(ctx)))
 	case math.IsInf(sum, 0) || math.IsNaN(sum):
 		return nil, outOfRange(info, what, sum)
 	}

@@ -343,7 +343,7 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 		items = append(items, v)
 	}
 	if len(items) == 0 {
-		return nil, notFound(info, fmt.Sprintf("%d running pods match %q in %s, but none has a value: %s", len(running), selector.String(), namespaceWords(namespace), why.String()))
+		return nil, notFound(info, fmt.Sprintf("%d running pods match %q in %s, but none has a value: %s", len(running), selector.String(), namespaceWords(namespace), why.text(ctx)))
 	}
 	return &custom_metrics.MetricValueList{Items: items}, nil
 }
@@ -450,7 +450,7 @@ func (p *Provider) objectValue(ctx context.Context, k kind, name types.Namespace
 	}
 	agg := over(running)
 	if agg.why.n > 0 {
-		return nil, notFound(info, fmt.Sprintf("%s/%s: %d of %d ready pods have no value (an object's value needs every ready pod): %s", name.Namespace, name.Name, agg.why.n, agg.ready, agg.why.String()))
+		return nil, notFound(info, fmt.Sprintf("%s/%s: %d of %d ready pods have no value (an object's value needs every ready pod): %s", name.Namespace, name.Name, agg.why.n, agg.ready, agg.why.text(ctx)))
 	}
 	if agg.counted == 0 {
 		return nil, notFound(info, fmt.Sprintf("%s/%s: %s", name.Namespace, name.Name, noPodsMessage(name.Namespace, sel, len(pods))+" (object metrics cover Ready pods, and pods not Ready that have a value)"))
@@ -753,13 +753,7 @@ func (r *reasons) addText(pod *corev1.Pod, st store.Status, text string) {
 }
 
 func (r *reasons) String() string {
-	var parts []string
-	for st, c := range r.counts {
-		if c > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c, store.Status(st)))
-		}
-	}
-	s := strings.Join(parts, ", ")
+	s := r.countsText()
 	if len(r.first) > 0 {
 		s += " (" + strings.Join(r.first, "; ") + ")"
 	}
