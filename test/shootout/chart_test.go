@@ -40,7 +40,7 @@ func TestSVGChart(t *testing.T) {
 			r := report{Trace: tc.trace, SLO: slo, Timing: newTiming(15, time.Minute), MaxReplicas: 4, Picker: pickLeastLoaded}
 			for _, name := range tc.policies {
 				p := policy{Name: name, Metric: metricQueue, Target: "3"}
-				r.Runs = append(r.Runs, runResult{Policy: p, Records: recs, Samples: samples, Summary: summarize(p.Name, tc.trace, slo, recs, samples, nil)})
+				r.Runs = append(r.Runs, runResult{Policy: p, Records: recs, Samples: samples, Summary: summarize(p.Name, tc.trace, scoring{SLO: slo}, recs, samples)})
 			}
 			var b strings.Builder
 			if err := r.writeSVG(&b, tc.reqs); err != nil {

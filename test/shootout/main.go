@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ type config struct {
 	compress       float64
 	coldStart      time.Duration
 	duration       time.Duration // simulated; 0: the whole trace
+	warmup         time.Duration // simulated; left out of the headline figures
 	rateScale      float64
 	slo            SLO
 	minReplicas    int
@@ -55,6 +57,12 @@ type config struct {
 	requestTimeout time.Duration // simulated
 	render         bool
 	capacitySLO    string // the capacity probe's SLO, for the capacity policy
+	repeats        int    // runs of every policy on every trace
+	seed           uint64 // of the run order; 0: from the clock
+	policyFile     string
+	sweeps         sweepFlag
+	probeFile      string   // a recorded capacity probe, for probe-derived targets
+	merge          []string // -render: summary files to merge
 }
 
 func parseFlags(args []string, getenv func(string) string) (config, error) {
@@ -67,6 +75,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.Float64Var(&cfg.compress, "compress", 15, "Time compression: every time constant (HPA sync period, behavior windows and periods, cold start, scrape and agent intervals, termination grace, the simulator's clock) runs this many times faster. 15 keeps the HPA's whole-second fields exact.")
 	fs.DurationVar(&cfg.coldStart, "cold-start", 60*time.Second, "Model-load time of a new replica before it turns Ready, in simulated time.")
 	fs.DurationVar(&cfg.duration, "duration", 0, "Replay only the first part of each trace, in simulated time (0: all of it).")
+	fs.DurationVar(&cfg.warmup, "warmup", 10*time.Minute, "Simulated time at the start of each replay left out of the headline figures (attainment, goodput, GPU-hours), the same for every policy, the fixed fleets too; the whole-trace figures are reported beside them. Each replay still starts at the trace's start.")
 	fs.Float64Var(&cfg.rateScale, "rate-scale", 1, "Multiply the trace's arrival rate (divide its inter-arrival gaps) by this; lengths are kept.")
 	fs.DurationVar(&cfg.slo.TTFT, "slo-ttft", 2*time.Second, "SLO on time to first token.")
 	fs.DurationVar(&cfg.slo.TPOT, "slo-tpot", 100*time.Millisecond, "SLO on the mean time per output token after the first.")
@@ -75,9 +84,20 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&cfg.pick, "picker", pickLeastLoaded, "How the front end picks a Ready pod: least-loaded (fewest requests in flight, as an inference gateway) or round-robin (as a Service).")
 	fs.StringVar(&cfg.out, "out", "shootout-out", "Directory for the report files.")
 	fs.StringVar(&cfg.capacitySLO, "capacity-slo", "", "SLO of the capacity probe that sets the capacity policy's metric and target, in capacity's --slo form (empty: ttft:p90<=<-slo-ttft>,itl:p90<=<-slo-tpot>,errors<=0.1%).")
-	fs.BoolVar(&cfg.render, "render", false, "Run nothing: from the JSON and requests CSV already in -out, recompute each policy's summary, rewrite the report files (JSON, CSV, SVG) and print the table.")
+	fs.BoolVar(&cfg.render, "render", false, "Run nothing: from the JSON and requests CSV already in -out, recompute each policy's summary, rewrite the report files (JSON, CSV, SVG, summary, frontier) and print the tables; with -merge, from summary files instead.")
+	fs.IntVar(&cfg.repeats, "repeats", 3, "Runs of every policy on every trace, repeat by repeat, the policies of each repeat in a random order drawn from -seed; the report gives each figure's mean and 95% interval.")
+	fs.Uint64Var(&cfg.seed, "seed", 0, "Seed of the run order (0: drawn from the clock); the report records it, and the same seed gives the same order.")
+	fs.StringVar(&cfg.policyFile, "policy-file", "", "File of policies (JSON or YAML): {\"policies\": [{\"name\": N, \"why\": W, \"spec\": autoscalingv2 HorizontalPodAutoscalerSpec}]} with times in simulated seconds, a shootout report <trace>.json (its policies), or a HorizontalPodAutoscaler or List of them. Run after -policies (which then defaults to none).")
+	fs.Var(&cfg.sweeps, "sweep", "FAMILY=T1,T2,T3,T4[,probe]: one policy per target of a signal family (gpu, queue, batch, kv, demand, rps, tokens, fixed), at least 4 targets; probe adds the target derived from the capacity probe (-probe-file, or the probe run on the trace). Repeatable; run after -policies (which then defaults to none).")
+	fs.StringVar(&cfg.probeFile, "probe-file", "", "A recorded capacity probe for the probe-derived targets of -sweep: a shootout report <trace>.json with its capacity, or a capacity --json report. Without it the probe runs on each trace.")
+	merge := fs.String("merge", "", "With -render: comma-separated summary files (<trace>-summary.json, from one or several runs, e.g. parts run on different days) to merge by trace into the points, intervals and frontier chart written in -out.")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *merge != "" {
+		cfg.merge = strings.Split(*merge, ",")
 	}
 	cfg.traces = strings.Split(*traces, ",")
 	if cfg.capacitySLO == "" {
@@ -102,12 +122,57 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	if cfg.pick != pickLeastLoaded && cfg.pick != pickRoundRobin {
 		errs = append(errs, fmt.Errorf("-picker must be %s or %s, got %q", pickLeastLoaded, pickRoundRobin, cfg.pick))
 	}
-	var err error
-	if cfg.pols, err = selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas); err != nil {
-		errs = append(errs, fmt.Errorf("-policies: %w", err))
+	if cfg.repeats < 1 || cfg.repeats > 100 {
+		errs = append(errs, fmt.Errorf("-repeats must be 1 to 100, got %d", cfg.repeats))
+	}
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	if len(cfg.merge) > 0 && !cfg.render {
+		errs = append(errs, errors.New("-merge needs -render"))
+	}
+	if (cfg.policyFile != "" || len(cfg.sweeps) > 0) && !set["policies"] {
+		cfg.policies = "none"
+	}
+	if cfg.policies != "none" {
+		pols, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-policies: %w", err))
+		}
+		cfg.pols = append(cfg.pols, pols...)
+	}
+	if cfg.policyFile != "" {
+		pols, err := readPolicyFile(cfg.policyFile, cfg.maxReplicas)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.pols = append(cfg.pols, pols...)
+	}
+	if len(cfg.sweeps) > 0 {
+		var probe *probeResult
+		if cfg.probeFile != "" {
+			var err error
+			if probe, err = readProbeFile(cfg.probeFile); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		pols, err := sweepPolicies(cfg.sweeps, probe, cfg.maxReplicas)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.pols = append(cfg.pols, pols...)
+	}
+	if err := checkNames(cfg.pols); err != nil {
+		errs = append(errs, err)
+	}
+	if len(cfg.pols) == 0 && len(errs) == 0 && !cfg.render {
+		errs = append(errs, errors.New("no policies to run: -policies none without -policy-file or -sweep"))
 	}
 	if cfg.coldStart < 0 || cfg.duration < 0 || cfg.slo.TTFT <= 0 || cfg.slo.TPOT <= 0 {
 		errs = append(errs, errors.New("-cold-start and -duration must not be negative, the SLOs must be positive"))
+	}
+	if cfg.warmup < 0 || (cfg.duration > 0 && cfg.warmup >= cfg.duration) {
+		errs = append(errs, fmt.Errorf("-warmup must be at least 0 and shorter than -duration, got %s (duration %s)", cfg.warmup, cfg.duration))
 	}
 	return cfg, errors.Join(errs...)
 }
@@ -141,7 +206,7 @@ type preparedTrace struct {
 	name    string
 	reqs    []loadgen.TraceRequest
 	clipped int // prompts shortened to fit max-model-len
-	bursts  []time.Duration
+	bursts  []burstSpan
 }
 
 func prepareTrace(path string, cfg config) (preparedTrace, error) {
@@ -167,7 +232,10 @@ func prepareTrace(path string, cfg config) (preparedTrace, error) {
 	if len(t.reqs) == 0 {
 		return t, fmt.Errorf("trace %s: no requests within %s", path, cfg.duration)
 	}
-	t.bursts = findBursts(arrivals)
+	if last := t.reqs[len(t.reqs)-1].At; cfg.warmup >= last {
+		return t, fmt.Errorf("trace %s: -warmup %s leaves nothing to score: its last request is at %s", path, cfg.warmup, last.Round(time.Second))
+	}
+	t.bursts = findBurstSpans(arrivals)
 	return t, nil
 }
 
@@ -214,30 +282,50 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	say("set up in %s", time.Since(began).Round(time.Second))
 	for _, t := range traces {
-		rep := report{Trace: t.name, Requests: len(t.reqs), Clipped: t.clipped, Bursts: len(t.bursts), Timing: tm, SLO: cfg.slo,
-			Picker: cfg.pick, RateScale: cfg.rateScale, MinReplicas: cfg.minReplicas, MaxReplicas: cfg.maxReplicas, Profile: sim.ProfileLlama3_8BA100}
-		for _, p := range cfg.pols {
+		rep := report{Trace: t.name, Requests: len(t.reqs), Clipped: t.clipped, Bursts: len(t.bursts), BurstSpans: t.bursts, Warmup: cfg.warmup, Timing: tm, SLO: cfg.slo,
+			Picker: cfg.pick, RateScale: cfg.rateScale, MinReplicas: cfg.minReplicas, MaxReplicas: cfg.maxReplicas, Profile: sim.ProfileLlama3_8BA100,
+			Repeats: cfg.repeats, Seed: cfg.seed}
+		pols := cfg.pols
+		// The capacity probe runs once per trace, before any replay, when a
+		// policy's target comes from it: every repeat runs the same target.
+		if slices.ContainsFunc(pols, func(p policy) bool { return p.Name == policyCapacity || p.probeFamily != "" }) {
+			capPol, probe, err := probeCapacity(ctx, cfg, tm, t.name, t.reqs, say)
+			rep.Capacity = probe
+			if err != nil {
+				return err
+			}
+			if pols, err = resolveProbePolicies(pols, probe, cfg.maxReplicas); err != nil {
+				return err
+			}
+			for i := range pols {
+				if pols[i].Name == policyCapacity {
+					pols[i] = capPol
+				}
+			}
+		}
+		rep.Policies = pols
+		order := runOrder(len(pols), cfg.repeats, cfg.seed)
+		for _, slot := range order {
+			rep.Order = append(rep.Order, fmt.Sprintf("%s#%d", pols[slot.Policy].Name, slot.Repeat))
+		}
+		say("trace %s: %d runs (%d policies × %d repeats), order from seed %d: %s", t.name, len(order), len(pols), cfg.repeats, cfg.seed, strings.Join(rep.Order, " "))
+		for i, slot := range order {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if p.Name == policyCapacity {
-				var probe *probeResult
-				p, probe, err = probeCapacity(ctx, cfg, tm, t.name, t.reqs, say)
-				rep.Capacity = probe
-				if err != nil {
-					return err
-				}
-			}
+			p := pols[slot.Policy]
 			runStart := time.Now()
 			res, err := runPolicy(ctx, e, cfg, tm, t.name, t.reqs, p, say)
 			if err != nil {
 				return err
 			}
-			res.Summary = summarize(p.Name, t.name, cfg.slo, res.Records, res.Samples, t.bursts)
+			res.Repeat, res.Order = slot.Repeat, i+1
+			res.Summary = summarize(p.Name, t.name, rep.scoring(), res.Records, res.Samples)
 			res.Wall = time.Since(runStart)
 			s := res.Summary
-			say("%s on %s: attainment %.1f%%, %d failed (%d refused), TTFT p90 %.2fs, %.2f GPU-hours, %.0f good requests per GPU-hour, %d scale events (%s wall)",
-				p.Name, t.name, 100*s.Attainment, s.Failed, s.Refused, s.TTFT.P90, s.ReplicaHours, s.GoodPerGPUHour, s.ScaleEvents, res.Wall.Round(time.Second))
+			say("%s #%d on %s (run %d of %d): after the %s warm-up attainment %.1f%% (TTFT %.1f%%, TPOT %.1f%%) on %.2f GPU-hours; whole trace %.1f%% on %.2f; %d failed (%d refused), %d scale events (%s wall)",
+				p.Name, slot.Repeat, t.name, i+1, len(order), cfg.warmup, 100*s.AfterWarmup.Attainment, 100*s.AfterWarmup.TTFTAttainment, 100*s.AfterWarmup.TPOTAttainment,
+				s.AfterWarmup.GPUHours, 100*s.Attainment, s.ReplicaHours, s.Failed, s.Refused, s.ScaleEvents, res.Wall.Round(time.Second))
 			rep.Runs = append(rep.Runs, res)
 			if err := rep.write(cfg.out, t.reqs); err != nil {
 				return err
@@ -250,8 +338,12 @@ func run(ctx context.Context, cfg config) (err error) {
 }
 
 // render recomputes the summaries of each trace from the files a run left
-// in cfg.out, rewrites the report and prints the table.
+// in cfg.out, rewrites the report and prints the tables; with -merge it
+// merges summary files instead (renderMerged).
 func render(cfg config) error {
+	if len(cfg.merge) > 0 {
+		return renderMerged(cfg.merge, cfg.out)
+	}
 	for _, path := range cfg.traces {
 		t, err := prepareTrace(path, cfg)
 		if err != nil {
@@ -275,12 +367,15 @@ func render(cfg config) error {
 		if err != nil {
 			return fmt.Errorf("%s-requests.csv: %w", base, err)
 		}
+		// The warm-up is the flag's and the bursts are the trace's: a report
+		// can be scored again with another warm-up.
+		rep.Warmup, rep.BurstSpans, rep.Bursts = cfg.warmup, t.bursts, len(t.bursts)
 		for i := range rep.Runs {
 			run := &rep.Runs[i]
-			run.Records = recs[run.Policy.Name]
+			run.Records = recs[runKey{Policy: run.Policy.Name, Repeat: max(run.Repeat, 1)}]
 			// Summaries are computed afresh, so that a report written by an
 			// older shootout gains the figures added since.
-			run.Summary = summarize(run.Policy.Name, t.name, rep.SLO, run.Records, run.Samples, t.bursts)
+			run.Summary = summarize(run.Policy.Name, t.name, rep.scoring(), run.Records, run.Samples)
 		}
 		if err := rep.write(cfg.out, t.reqs); err != nil {
 			return err

@@ -18,33 +18,53 @@ import (
 
 // report is everything written for one trace.
 type report struct {
-	Trace       string      `json:"trace"`
-	Profile     string      `json:"profile"`
-	Requests    int         `json:"requests"`
-	Clipped     int         `json:"clippedPrompts"`
-	Bursts      int         `json:"bursts"`
-	RateScale   float64     `json:"rateScale"`
-	Picker      string      `json:"picker"`
-	MinReplicas int         `json:"minReplicas"`
-	MaxReplicas int         `json:"maxReplicas"`
-	SLO         SLO         `json:"slo"`
-	Timing      timing      `json:"timing"`
-	Runs        []runResult `json:"runs"`
+	Trace    string `json:"trace"`
+	Profile  string `json:"profile"`
+	Requests int    `json:"requests"`
+	Clipped  int    `json:"clippedPrompts"`
+	Bursts   int    `json:"bursts"`
+	// BurstSpans are the bursts' minutes; Warmup the stretch left out of
+	// the headline figures.
+	BurstSpans  []burstSpan   `json:"burstSpans,omitempty"`
+	Warmup      time.Duration `json:"warmup"`
+	RateScale   float64       `json:"rateScale"`
+	Picker      string        `json:"picker"`
+	MinReplicas int           `json:"minReplicas"`
+	MaxReplicas int           `json:"maxReplicas"`
+	SLO         SLO           `json:"slo"`
+	Timing      timing        `json:"timing"`
+	// Repeats is the runs of each policy, Seed the seed of their order and
+	// Order the order they ran in (NAME#REPEAT).
+	Repeats int      `json:"repeats,omitempty"`
+	Seed    uint64   `json:"seed,omitempty"`
+	Order   []string `json:"order,omitempty"`
+	// Policies are the trace's policies, the probe-derived targets set.
+	Policies []policy    `json:"policies,omitempty"`
+	Runs     []runResult `json:"runs"`
+	// Points are each policy's figures over its repeats.
+	Points []Point `json:"points,omitempty"`
 	// Capacity is the capacity probe's measurement and recommendation,
 	// when the capacity policy ran.
 	Capacity *probeResult `json:"capacity,omitempty"`
 }
 
+// scoring is how the report's runs are scored.
+func (r *report) scoring() scoring {
+	return scoring{SLO: r.SLO, Warmup: r.Warmup, Bursts: r.BurstSpans}
+}
+
 // write writes <trace>.json (everything but the per-request records),
-// <trace>.csv (one summary row per policy), <trace>-requests.csv (every
+// <trace>-summary.json (the same without the fleet samples: small enough to
+// commit, and what -render -merge reads), <trace>-frontier.svg,
+// <trace>.csv (one summary row per run), <trace>-requests.csv (every
 // record) and <trace>.svg (the chart).
 func (r *report) write(dir string, reqs []loadgen.TraceRequest) error {
 	base := filepath.Join(dir, r.Trace)
-	if err := writeFile(base+".json", func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}); err != nil {
+	r.Points = points(r.Runs)
+	if err := writeJSON(base+".json", r); err != nil {
+		return err
+	}
+	if err := r.writeSummaries(dir); err != nil {
 		return err
 	}
 	if err := writeFile(base+".csv", r.writeSummaryCSV); err != nil {
@@ -56,9 +76,11 @@ func (r *report) write(dir string, reqs []loadgen.TraceRequest) error {
 	return writeFile(base+".svg", func(w io.Writer) error { return r.writeSVG(w, reqs) })
 }
 
-var summaryHeader = []string{"policy", "metric", "target", "requests", "failed", "refused", "good", "attainment", "goodput_rps",
+var summaryHeader = []string{"policy", "repeat", "metric", "target", "requests", "failed", "refused", "good", "attainment", "goodput_rps",
 	"ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
-	"gpu_hours", "good_per_gpu_hour", "mean_replicas", "mean_ready", "scale_events", "max_replicas", "bursts", "burst_to_ready_p50_s", "bursts_unanswered"}
+	"gpu_hours", "good_per_gpu_hour", "mean_replicas", "mean_ready", "scale_events", "max_replicas", "bursts", "burst_to_ready_p50_s", "bursts_unanswered",
+	"ttft_attainment", "tpot_attainment", "warmup_s", "requests_after_warmup", "attainment_after_warmup", "ttft_attainment_after_warmup", "tpot_attainment_after_warmup",
+	"goodput_after_warmup_rps", "gpu_hours_after_warmup", "good_per_gpu_hour_after_warmup", "family"}
 
 func f64(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
@@ -67,14 +89,13 @@ func (r *report) writeSummaryCSV(w io.Writer) error {
 	_ = cw.Write(summaryHeader)
 	for _, run := range r.Runs {
 		s, p := run.Summary, run.Policy
-		target := p.Target
-		if p.Metric == "" {
-			target = strconv.Itoa(p.Fixed) + " replicas"
-		}
-		_ = cw.Write([]string{p.Name, p.Metric, target, strconv.Itoa(s.Requests), strconv.Itoa(s.Failed), strconv.Itoa(s.Refused), strconv.Itoa(s.Good),
+		a := s.AfterWarmup
+		_ = cw.Write([]string{p.Name, strconv.Itoa(max(run.Repeat, 1)), p.metricText(), p.targetText(), strconv.Itoa(s.Requests), strconv.Itoa(s.Failed), strconv.Itoa(s.Refused), strconv.Itoa(s.Good),
 			f64(s.Attainment), f64(s.Goodput), f64(s.TTFT.P50), f64(s.TTFT.P90), f64(s.TTFT.P99), f64(s.TPOT.P50), f64(s.TPOT.P90), f64(s.TPOT.P99),
 			f64(s.ReplicaHours), f64(s.GoodPerGPUHour), f64(s.MeanReplicas), f64(s.MeanReady), strconv.Itoa(s.ScaleEvents), strconv.Itoa(s.MaxReplicas),
-			strconv.Itoa(s.Bursts), f64(s.BurstToReadyP50), strconv.Itoa(s.BurstsUnanswered)})
+			strconv.Itoa(s.Bursts), f64(s.BurstToReadyP50), strconv.Itoa(s.BurstsUnanswered),
+			f64(s.TTFTAttainment), f64(s.TPOTAttainment), f64(s.Warmup.Seconds()), strconv.Itoa(a.Requests), f64(a.Attainment), f64(a.TTFTAttainment), f64(a.TPOTAttainment),
+			f64(a.Goodput), f64(a.GPUHours), f64(a.GoodPerGPUHour), family(p)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -82,7 +103,7 @@ func (r *report) writeSummaryCSV(w io.Writer) error {
 
 func (r *report) writeRecordsCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"policy", "sent_s", "prompt_tokens", "output_tokens", "tokens", "ttft_s", "e2e_s", "tpot_s", "good", "error"})
+	_ = cw.Write([]string{"policy", "sent_s", "prompt_tokens", "output_tokens", "tokens", "ttft_s", "e2e_s", "tpot_s", "good", "error", "repeat"})
 	for _, run := range r.Runs {
 		for _, rec := range run.Records {
 			tpot := ""
@@ -90,19 +111,24 @@ func (r *report) writeRecordsCSV(w io.Writer) error {
 				tpot = f64(d.Seconds())
 			}
 			_ = cw.Write([]string{run.Policy.Name, f64(rec.Sent.Seconds()), strconv.Itoa(rec.PromptTokens), strconv.Itoa(rec.OutputTokens),
-				strconv.Itoa(rec.Tokens), f64(rec.TTFT.Seconds()), f64(rec.E2E.Seconds()), tpot, strconv.FormatBool(r.SLO.Good(rec)), rec.Err})
+				strconv.Itoa(rec.Tokens), f64(rec.TTFT.Seconds()), f64(rec.E2E.Seconds()), tpot, strconv.FormatBool(r.SLO.Good(rec)), rec.Err, strconv.Itoa(max(run.Repeat, 1))})
 		}
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
-// markdown is the summary table for docs/shootout.md.
+// markdown is the tables for docs/shootout.md: the points (mean and
+// interval over the repeats, after the warm-up and over the whole trace),
+// the attainment per burst, then one row per run.
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%s (%d requests; SLO TTFT ≤ %s, TPOT ≤ %s; compression ×%g; %s picker)\n\n", r.Trace, r.Requests, r.SLO.TTFT, r.SLO.TPOT, r.Timing.Compress, r.Picker)
-	b.WriteString("| policy | SLO attainment | failed | goodput (req/s) | TTFT p50 / p90 / p99 (s) | TPOT p50 / p90 / p99 (ms) | GPU-hours | good req / GPU-hour | mean replicas (Ready) | scale events | max replicas | burst → new Ready p50 (s) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\n%s (%d requests, rate ×%g; SLO TTFT ≤ %s, TPOT ≤ %s; warm-up %s; compression ×%g; %s picker; %d repeat(s), order seed %d)\n",
+		r.Trace, r.Requests, r.RateScale, r.SLO.TTFT, r.SLO.TPOT, r.Warmup, r.Timing.Compress, r.Picker, max(r.Repeats, 1), r.Seed)
+	r.pointsMarkdown(&b)
+	b.WriteString("\nEvery run (attainment and GPU-hours after the warm-up, then over the whole trace):\n\n")
+	b.WriteString("| policy | repeat | attainment after warm-up | GPU-hours after warm-up | SLO attainment | TTFT / TPOT attainment | failed | goodput (req/s) | TTFT p50 / p90 / p99 (s) | TPOT p50 / p90 / p99 (ms) | GPU-hours | good req / GPU-hour | mean replicas (Ready) | scale events | max replicas | burst → new Ready p50 (s) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range r.Runs {
 		s := run.Summary
 		burst := "-"
@@ -115,13 +141,19 @@ func (r *report) markdown() string {
 		if s.Refused > 0 {
 			failed = fmt.Sprintf("%d (%d refused)", s.Failed, s.Refused)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f%% | %s | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %.2f (%.2f) | %d | %d | %s |\n",
-			run.Policy.Name, 100*s.Attainment, failed, s.Goodput, s.TTFT.P50, s.TTFT.P90, s.TTFT.P99,
+		fmt.Fprintf(&b, "| %s | %d | %.1f%% | %.2f | %.1f%% | %.1f%% / %.1f%% | %s | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %.2f (%.2f) | %d | %d | %s |\n",
+			run.Policy.Name, max(run.Repeat, 1), 100*s.AfterWarmup.Attainment, s.AfterWarmup.GPUHours, 100*s.Attainment, 100*s.TTFTAttainment, 100*s.TPOTAttainment,
+			failed, s.Goodput, s.TTFT.P50, s.TTFT.P90, s.TTFT.P99,
 			1000*s.TPOT.P50, 1000*s.TPOT.P90, 1000*s.TPOT.P99, s.ReplicaHours, s.GoodPerGPUHour, s.MeanReplicas, s.MeanReady, s.ScaleEvents, s.MaxReplicas, burst)
 	}
 	if c := r.Capacity; c != nil && c.Recommendation != nil {
 		fmt.Fprintf(&b, "\n%s: %s at %s per pod (capacity %.3g req/s per replica). %s.\n",
 			policyCapacity, c.Recommendation.Metric, c.Recommendation.Quantity, c.Recommendation.Capacity, c.How)
+	}
+	for _, p := range r.Policies {
+		if strings.HasPrefix(p.Why, "probe-derived") {
+			fmt.Fprintf(&b, "\n%s: %s at %s, %s.\n", p.Name, p.metricText(), p.targetText(), p.Why)
+		}
 	}
 	return b.String()
 }
@@ -218,8 +250,16 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 	return nil
 }
 
-// readRecords reads the records of <trace>-requests.csv back, by policy.
-func readRecords(r io.Reader) (map[string][]Record, error) {
+// runKey names one run's records: the policy and its repeat (from 1).
+type runKey struct {
+	Policy string
+	Repeat int
+}
+
+// readRecords reads the records of <trace>-requests.csv back, by policy
+// and repeat; a file of an older shootout, without the repeat column, is
+// repeat 1.
+func readRecords(r io.Reader) (map[runKey][]Record, error) {
 	rows, err := csv.NewReader(r).ReadAll()
 	if err != nil {
 		return nil, err
@@ -228,19 +268,34 @@ func readRecords(r io.Reader) (map[string][]Record, error) {
 		f, _ := strconv.ParseFloat(v, 64)
 		return time.Duration(f * float64(time.Second))
 	}
-	out := map[string][]Record{}
+	out := map[runKey][]Record{}
 	for i, row := range rows {
 		if i == 0 {
 			continue
 		}
-		if len(row) != 10 {
-			return nil, fmt.Errorf("requests CSV line %d: %d fields, want 10", i+1, len(row))
+		if len(row) != 10 && len(row) != 11 {
+			return nil, fmt.Errorf("requests CSV line %d: %d fields, want 11", i+1, len(row))
 		}
 		prompt, _ := strconv.Atoi(row[2])
 		output, _ := strconv.Atoi(row[3])
 		tokens, _ := strconv.Atoi(row[4])
-		out[row[0]] = append(out[row[0]], Record{Sent: sec(row[1]), PromptTokens: prompt, OutputTokens: output, Tokens: tokens,
+		k := runKey{Policy: row[0], Repeat: 1}
+		if len(row) == 11 {
+			if k.Repeat, err = strconv.Atoi(row[10]); err != nil || k.Repeat < 1 {
+				return nil, fmt.Errorf("requests CSV line %d: repeat %q", i+1, row[10])
+			}
+		}
+		out[k] = append(out[k], Record{Sent: sec(row[1]), PromptTokens: prompt, OutputTokens: output, Tokens: tokens,
 			TTFT: sec(row[5]), E2E: sec(row[6]), Err: row[9]})
 	}
 	return out, nil
+}
+
+// writeJSON writes v as indented JSON to path.
+func writeJSON(path string, v any) error {
+	return writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
 }

@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"math"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Metric names of the adapter (pkg/catalog).
@@ -22,8 +19,10 @@ const (
 	metricKV    = "inference_kv_cache_usage"
 )
 
-// policy is one way to size the fleet: an HPA on one metric at one target,
-// or a fixed number of replicas (Metric empty).
+// policy is one way to size the fleet: an HPA, or a fixed number of
+// replicas (no HPA). The HPA is either the short form, one Pods metric
+// (Metric) at a per-pod averageValue (Target), as the default policies and
+// the older reports have it, or any HPA spec (Spec).
 type policy struct {
 	Name   string `json:"name"`
 	Metric string `json:"metric,omitempty"`
@@ -31,8 +30,83 @@ type policy struct {
 	Target string `json:"target,omitempty"`
 	// Fixed is the replica count of a fixed fleet.
 	Fixed int `json:"fixed,omitempty"`
+	// Spec is an HPA of any shape: Pods, Object and External metrics,
+	// several of them, its own behavior and replica bounds. Its times are
+	// simulated (real-cluster) seconds, compressed when the HPA is created;
+	// rate targets are per simulated second. Its scaleTargetRef is the
+	// fleet's Deployment. Unset bounds and behavior are every policy's.
+	Spec *autoscalingv2.HorizontalPodAutoscalerSpec `json:"spec,omitempty"`
+	// Family is the signal family for the frontier (family()); empty: derived.
+	Family string `json:"family,omitempty"`
 	// Why says where the target comes from.
 	Why string `json:"why"`
+	// probeFamily, when set, is a sweep policy whose target the capacity
+	// probe sets before it runs (sweep.go).
+	probeFamily string
+}
+
+// isHPA reports whether p scales with an HPA (not a fixed fleet).
+func (p policy) isHPA() bool { return p.Metric != "" || p.Spec != nil }
+
+// metrics are the HPA's metrics, in simulated units.
+func (p policy) metrics() []autoscalingv2.MetricSpec {
+	if p.Spec != nil {
+		return p.Spec.Metrics
+	}
+	if p.Metric == "" {
+		return nil
+	}
+	return []autoscalingv2.MetricSpec{podsMetric(p.Metric, resource.MustParse(p.Target))}
+}
+
+// podsMetric is a Pods metric at a per-pod averageValue.
+func podsMetric(name string, target resource.Quantity) autoscalingv2.MetricSpec {
+	return autoscalingv2.MetricSpec{
+		Type: autoscalingv2.PodsMetricSourceType,
+		Pods: &autoscalingv2.PodsMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: name},
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &target},
+		},
+	}
+}
+
+// metricText names p's metrics as the tables show them, e.g.
+// "inference_queue_size" or "object/inference_demand_per_replica + pods/gpu_utilization".
+func (p policy) metricText() string {
+	if p.Spec == nil {
+		return p.Metric
+	}
+	var out []string
+	for _, m := range p.Spec.Metrics {
+		out = append(out, metricKey(m))
+	}
+	return strings.Join(out, " + ")
+}
+
+// targetText is p's targets as the tables show them, e.g. "800m",
+// "3 (Value) + 800m" or "4 replicas".
+func (p policy) targetText() string {
+	if !p.isHPA() {
+		return strconv.Itoa(p.Fixed) + " replicas"
+	}
+	if p.Spec == nil {
+		return p.Target
+	}
+	var out []string
+	for _, m := range p.Spec.Metrics {
+		t := metricTarget(m)
+		switch {
+		case t == nil:
+			out = append(out, "?")
+		case t.Type == autoscalingv2.ValueMetricType && t.Value != nil:
+			out = append(out, t.Value.String()+" (Value)")
+		case t.AverageValue != nil:
+			out = append(out, t.AverageValue.String())
+		default:
+			out = append(out, "?")
+		}
+	}
+	return strings.Join(out, " + ")
 }
 
 // defaultPolicies are the policies of the issue: the GPU-utilization HPA
@@ -83,54 +157,26 @@ func selectPolicies(all []policy, names string, maxReplicas int) ([]policy, erro
 			for _, p := range all {
 				known = append(known, p.Name)
 			}
-			return nil, fmt.Errorf("unknown policy %q (known: %s; or NAME=METRIC:TARGET, NAME=fixed:N)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("unknown policy %q (known: %s; or NAME=[KIND/]METRIC:TARGET[+...][@OPTION...], NAME=fixed:N)", n, strings.Join(known, ", "))
 		}
 	}
-	seen := map[string]bool{}
-	for _, p := range out {
-		if seen[p.Name] {
-			return nil, fmt.Errorf("policy %q is named twice: each runs in its own namespace and report row", p.Name)
-		}
-		seen[p.Name] = true
+	if err := checkNames(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// userMetrics are the metrics a user-defined policy may scale on: the pod
-// metrics that the simulator's pages and the sim GPUs give a value.
-var userMetrics = []string{metricGPU, metricQueue, metricBatch, metricKV}
-
-// nameRE is a policy name: it names a namespace (shootout-NAME) and files.
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
-
-// userPolicy parses a user-defined policy: NAME=METRIC:TARGET or
-// NAME=fixed:N.
-func userPolicy(name, def string, maxReplicas int) (policy, error) {
-	bad := func(format string, args ...any) (policy, error) {
-		return policy{}, fmt.Errorf("policy %q: %s (want NAME=METRIC:TARGET, e.g. queue-1=%s:1, or NAME=fixed:N)", name+"="+def, fmt.Sprintf(format, args...), metricQueue)
-	}
-	if !nameRE.MatchString(name) || name == policyCapacity {
-		return bad("the name must be 1-40 lower-case letters, digits and '-', and not %q", policyCapacity)
-	}
-	metric, target, ok := strings.Cut(def, ":")
-	if !ok {
-		return bad("no ':'")
-	}
-	if metric == "fixed" {
-		n, err := strconv.Atoi(target)
-		if err != nil || n < 1 || n > maxReplicas {
-			return bad("a fixed fleet needs 1 to %d replicas (-max-replicas), got %q", maxReplicas, target)
+// checkNames refuses a policy name given twice (on the command line, in a
+// policy file or by a sweep).
+func checkNames(pols []policy) error {
+	seen := map[string]bool{}
+	for _, p := range pols {
+		if seen[p.Name] {
+			return fmt.Errorf("policy %q is named twice: each runs in its own namespace and report row", p.Name)
 		}
-		return policy{Name: name, Fixed: n, Why: fmt.Sprintf("a fixed fleet of %d replicas, defined by the user", n)}, nil
+		seen[p.Name] = true
 	}
-	if !slices.Contains(userMetrics, metric) {
-		return bad("unknown metric %q (known: %s)", metric, strings.Join(userMetrics, ", "))
-	}
-	q, err := resource.ParseQuantity(target)
-	if err != nil || q.Sign() <= 0 {
-		return bad("the target must be a positive quantity, got %q", target)
-	}
-	return policy{Name: name, Metric: metric, Target: q.String(), Why: fmt.Sprintf("%s at %s per pod, defined by the user", metric, q.String())}, nil
+	return nil
 }
 
 // timing holds every time constant of a run, in simulated time, and the
@@ -149,6 +195,8 @@ type timing struct {
 	AgentInterval     time.Duration `json:"agentInterval"`
 	TerminationGrace  time.Duration `json:"terminationGrace"`
 	ReadinessProbeGap time.Duration `json:"readinessProbeGap"`
+	// SLOWindow is the adapter's window of the latency percentiles.
+	SLOWindow time.Duration `json:"sloWindow"`
 }
 
 // newTiming is the real defaults: the HPA controller's 15 s sync and its
@@ -170,6 +218,7 @@ func newTiming(compress float64, coldStart time.Duration) timing {
 		AgentInterval:     5 * time.Second,
 		TerminationGrace:  30 * time.Second,
 		ReadinessProbeGap: time.Duration(float64(100*time.Millisecond) * compress),
+		SLOWindow:         time.Minute,
 	}
 }
 
@@ -199,42 +248,4 @@ func (t timing) inexact() []string {
 		}
 	}
 	return out
-}
-
-// hpa is the HorizontalPodAutoscaler of policy p for Deployment name, with
-// the same replicas bounds and the same (compressed) default behavior for
-// every policy.
-func hpa(p policy, name string, minReplicas, maxReplicas int32, tm timing) *autoscalingv2.HorizontalPodAutoscaler {
-	maxPolicy := autoscalingv2.MaxChangePolicySelect
-	return &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
-			MinReplicas:    &minReplicas,
-			MaxReplicas:    maxReplicas,
-			Metrics: []autoscalingv2.MetricSpec{{
-				Type: autoscalingv2.PodsMetricSourceType,
-				Pods: &autoscalingv2.PodsMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{Name: p.Metric},
-					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: new(resource.MustParse(p.Target))},
-				},
-			}},
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleUp: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: new(int32(0)),
-					SelectPolicy:               &maxPolicy,
-					Policies: []autoscalingv2.HPAScalingPolicy{
-						{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: tm.wallSeconds(tm.ScaleUpPeriod)},
-						{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: tm.wallSeconds(tm.ScaleUpPeriod)},
-					},
-				},
-				ScaleDown: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: new(tm.wallSeconds(tm.ScaleDownWindow)),
-					Policies: []autoscalingv2.HPAScalingPolicy{
-						{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: tm.wallSeconds(tm.ScaleDownPeriod)},
-					},
-				},
-			},
-		},
-	}
 }

@@ -23,7 +23,7 @@ func TestSelectPolicies(t *testing.T) {
 		{names: "gpu-50=gpu_utilization:0.5", want: []policy{{Name: "gpu-50", Metric: metricGPU, Target: "500m", Why: "gpu_utilization at 500m per pod, defined by the user"}}},
 		{names: "nope", wantErr: `unknown policy "nope"`},
 		{names: "q=inference_queue_size", wantErr: "no ':'"},
-		{names: "q=tokens_per_second:1", wantErr: `unknown metric "tokens_per_second"`},
+		{names: "q=tokens_per_second:1", wantErr: `pods do not serve "tokens_per_second"`},
 		{names: "q=inference_queue_size:0", wantErr: "positive quantity"},
 		{names: "q=inference_queue_size:lots", wantErr: "positive quantity"},
 		{names: "f=fixed:9", wantErr: "1 to 8 replicas"},
@@ -43,7 +43,7 @@ func TestSelectPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(policy{})); diff != "" {
 				t.Errorf("policies (-want +got):\n%s", diff)
 			}
 		})

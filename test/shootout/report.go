@@ -57,9 +57,36 @@ type Sample struct {
 	Replicas int `json:"replicas"`
 	Ready    int `json:"ready"`
 	Desired  int `json:"desired"`
-	// Metric is the HPA's current average value of its metric, when it has
+	// Metric is the HPA's current value of its first metric, when it has
 	// one (absent before the HPA first reads it, and for the fixed fleet).
 	Metric *float64 `json:"metric,omitempty"`
+	// HPA is what the HPA's status said it read for each of its metrics
+	// (currentMetrics), at the sample.
+	HPA []HPARead `json:"hpa,omitempty"`
+	// Pods is each pod's own signals, as the adapter serves them, sampled
+	// once per HPA sync period (absent from the samples in between).
+	Pods []PodSample `json:"pods,omitempty"`
+}
+
+// HPARead is one metric's value as the HPA's status reports it.
+type HPARead struct {
+	// Metric is "KIND/NAME": pods/, object/ or external/ and the metric.
+	Metric string `json:"metric"`
+	// Value is the current value (AverageValue for a Pods metric, Value or
+	// AverageValue as the target's type for Object and External); absent
+	// while the HPA cannot read it. Rates are per simulated second.
+	Value *float64 `json:"value,omitempty"`
+}
+
+// PodSample is one pod's signals at one instant; a signal the adapter
+// could not answer for the pod is absent.
+type PodSample struct {
+	Name  string   `json:"name"`
+	Ready bool     `json:"ready"`
+	Queue *float64 `json:"queue,omitempty"`
+	Batch *float64 `json:"batch,omitempty"`
+	KV    *float64 `json:"kv,omitempty"`
+	GPU   *float64 `json:"gpu,omitempty"`
 }
 
 // Percentiles are p50, p90 and p99 of a set of durations, in seconds.
@@ -125,14 +152,39 @@ type Summary struct {
 	BurstToReadyP50  float64 `json:"burstToReadyP50,omitempty"`
 	BurstToReadyMax  float64 `json:"burstToReadyMax,omitempty"`
 	BurstsUnanswered int     `json:"burstsUnanswered"`
-	// MetricRead says whether the HPA ever reported its metric's value.
-	MetricRead bool `json:"metricRead"`
+	// MetricRead says whether the HPA ever reported its metric's value
+	// (with several metrics: at least one); MetricsRead names the metrics
+	// it reported a value of.
+	MetricRead  bool     `json:"metricRead"`
+	MetricsRead []string `json:"metricsRead,omitempty"`
+	// TTFTAttainment and TPOTAttainment are the whole trace's shares of
+	// requests that completed with each bound met on its own (Attainment
+	// needs both).
+	TTFTAttainment float64 `json:"ttftAttainment"`
+	TPOTAttainment float64 `json:"tpotAttainment"`
+	// Warmup is the stretch at the start of the replay left out of the
+	// headline figures; AfterWarmup is the headline: attainment, goodput
+	// and GPU-hours of the requests sent after it and of the fleet over the
+	// same stretch. The whole-trace figures above stay beside it.
+	Warmup      time.Duration `json:"warmup"`
+	AfterWarmup Phase         `json:"afterWarmup"`
+	// BurstScores is the attainment of the requests of each burst's minutes.
+	BurstScores []BurstScore `json:"burstScores,omitempty"`
+}
+
+// scoring is how runs are scored: the SLO, the warm-up left out of the
+// headline figures, and the trace's bursts.
+type scoring struct {
+	SLO    SLO
+	Warmup time.Duration
+	Bursts []burstSpan
 }
 
 // summarize computes a Summary from per-request records and fleet samples
-// (sorted by time). bursts are the trace's burst starts.
-func summarize(policy, trace string, slo SLO, recs []Record, samples []Sample, bursts []time.Duration) Summary {
-	s := Summary{Policy: policy, Trace: trace, Requests: len(recs)}
+// (sorted by time), scored as sc says.
+func summarize(policy, trace string, sc scoring, recs []Record, samples []Sample) Summary {
+	slo := sc.SLO
+	s := Summary{Policy: policy, Trace: trace, Requests: len(recs), Warmup: sc.Warmup}
 	var ttft, tpot []time.Duration
 	for _, r := range recs {
 		if r.Failed() {
@@ -168,15 +220,29 @@ func summarize(policy, trace string, slo SLO, recs []Record, samples []Sample, b
 		s.MeanReplicas = s.ReplicaHours / h
 		s.MeanReady = integrate(samples, func(x Sample) int { return x.Ready }) / h
 	}
+	read := map[string]bool{}
 	for i, x := range samples {
 		s.MaxReplicas = max(s.MaxReplicas, x.Replicas)
 		if i > 0 && x.Desired != samples[i-1].Desired {
 			s.ScaleEvents++
 		}
 		s.MetricRead = s.MetricRead || x.Metric != nil
+		for _, m := range x.HPA {
+			if m.Value != nil && !read[m.Metric] {
+				read[m.Metric] = true
+				s.MetricsRead = append(s.MetricsRead, m.Metric)
+			}
+		}
 	}
+	// Requests sent after the last sample still count; the fleet's figures
+	// end at the last sample.
+	whole := scorePhase(slo, recs, nil, math.MinInt64, math.MaxInt64)
+	s.TTFTAttainment, s.TPOTAttainment = whole.TTFTAttainment, whole.TPOTAttainment
+	s.AfterWarmup = scorePhase(slo, recs, samples, sc.Warmup, math.MaxInt64)
+	s.BurstScores = scoreBursts(slo, recs, sc.Bursts, sc.Warmup, s.Span)
 	var reactions []time.Duration
-	for _, b := range bursts {
+	for _, bs := range sc.Bursts {
+		b := bs.Start
 		if b > s.Span {
 			continue
 		}
@@ -244,25 +310,9 @@ const (
 
 // findBursts returns the start of every burst in the arrival times (sorted).
 func findBursts(arrivals []time.Duration) []time.Duration {
-	if len(arrivals) == 0 {
-		return nil
-	}
-	n := int(arrivals[len(arrivals)-1]/burstBin) + 1
-	bins := make([]float64, n)
-	for _, a := range arrivals {
-		bins[int(a/burstBin)]++
-	}
-	mean := float64(len(arrivals)) / float64(n)
 	var out []time.Duration
-	for i := burstLookback; i < n; i++ {
-		var prev float64
-		for _, c := range bins[i-burstLookback : i] {
-			prev += c
-		}
-		prev /= burstLookback
-		if bins[i] > mean && bins[i] >= burstFactor*prev {
-			out = append(out, time.Duration(i)*burstBin)
-		}
+	for _, b := range findBurstSpans(arrivals) {
+		out = append(out, b.Start)
 	}
 	return out
 }

@@ -80,8 +80,8 @@ func TestSummarize(t *testing.T) {
 		{T: time.Hour + 2*time.Minute, Replicas: 3, Ready: 3, Desired: 3},
 		{T: 2 * time.Hour, Replicas: 3, Ready: 3, Desired: 2},
 	}
-	bursts := []time.Duration{time.Hour, 90 * time.Minute, 3 * time.Hour}
-	s := summarize("p", "tr", slo, recs, samples, bursts)
+	bursts := []burstSpan{{Start: time.Hour, End: time.Hour + time.Minute}, {Start: 90 * time.Minute, End: 91 * time.Minute}, {Start: 3 * time.Hour, End: 3*time.Hour + time.Minute}}
+	s := summarize("p", "tr", scoring{SLO: slo, Bursts: bursts}, recs, samples)
 	check := func(name string, got, want float64) {
 		t.Helper()
 		if math.Abs(got-want) > 1e-9 {
@@ -131,7 +131,7 @@ func TestSummarizeFailures(t *testing.T) {
 		{name: "short without an error", rec: Record{OutputTokens: 3, Tokens: 2, TTFT: ms, E2E: 2 * ms}, wantFailed: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := summarize("p", "tr", slo, []Record{tc.rec}, nil, nil)
+			s := summarize("p", "tr", scoring{SLO: slo}, []Record{tc.rec}, nil)
 			if s.Failed != tc.wantFailed || s.Refused != tc.refused {
 				t.Errorf("failed %d, refused %d; want %d and %d", s.Failed, s.Refused, tc.wantFailed, tc.refused)
 			}
@@ -140,7 +140,7 @@ func TestSummarizeFailures(t *testing.T) {
 }
 
 func TestSummarizeNothing(t *testing.T) {
-	s := summarize("p", "tr", SLO{TTFT: time.Second, TPOT: time.Second}, nil, nil, nil)
+	s := summarize("p", "tr", scoring{SLO: SLO{TTFT: time.Second, TPOT: time.Second}}, nil, nil)
 	if s.Attainment != 0 || s.ReplicaHours != 0 || s.GoodPerGPUHour != 0 || s.MetricRead {
 		t.Errorf("summary of nothing: %+v", s)
 	}
@@ -234,7 +234,7 @@ func TestReportFiles(t *testing.T) {
 	samples := []Sample{{T: 0, Replicas: 1, Ready: 1, Desired: 1}, {T: time.Hour, Replicas: 2, Ready: 2, Desired: 2}}
 	p := policy{Name: "queue-3", Metric: metricQueue, Target: "3"}
 	r := report{Trace: "tr", SLO: slo, Timing: newTiming(15, time.Minute), MaxReplicas: 8, Picker: pickLeastLoaded,
-		Runs: []runResult{{Policy: p, Records: recs, Samples: samples, Summary: summarize(p.Name, "tr", slo, recs, samples, nil)}}}
+		Runs: []runResult{{Policy: p, Repeat: 2, Records: recs, Samples: samples, Summary: summarize(p.Name, "tr", scoring{SLO: slo}, recs, samples)}}}
 	var sum, rows, svg bytes.Buffer
 	if err := r.writeSummaryCSV(&sum); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestReportFiles(t *testing.T) {
 	for i, col := range got[0] {
 		row[col] = got[1][i]
 	}
-	for col, want := range map[string]string{"policy": "queue-3", "failed": "1", "refused": "1", "attainment": "0.5", "gpu_hours": "1", "mean_replicas": "1", "mean_ready": "1"} {
+	for col, want := range map[string]string{"policy": "queue-3", "repeat": "2", "family": "queue", "attainment_after_warmup": "0.5", "gpu_hours_after_warmup": "1", "ttft_attainment": "0.5", "failed": "1", "refused": "1", "attainment": "0.5", "gpu_hours": "1", "mean_replicas": "1", "mean_ready": "1"} {
 		if row[col] != want {
 			t.Errorf("summary CSV column %s = %q, want %q (row %v)", col, row[col], want, row)
 		}
@@ -260,11 +260,20 @@ func TestReportFiles(t *testing.T) {
 		t.Errorf("records CSV %v", got)
 	}
 	back, err := readRecords(strings.NewReader(raw))
-	if err != nil || len(back["queue-3"]) != 2 || back["queue-3"][0] != recs[0] || back["queue-3"][1] != recs[1] {
+	k := runKey{Policy: "queue-3", Repeat: 2}
+	if err != nil || len(back[k]) != 2 || back[k][0] != recs[0] || back[k][1] != recs[1] {
 		t.Errorf("records read back: %+v (%v), want %+v", back, err, recs)
 	}
-	if md := r.markdown(); !strings.Contains(md, "| queue-3 | 50.0% | 1 (1 refused) |") {
-		t.Errorf("markdown lacks the row:\n%s", md)
+	// An older file, without the repeat column, is repeat 1.
+	old := "policy,sent_s,prompt_tokens,output_tokens,tokens,ttft_s,e2e_s,tpot_s,good,error\nq,1,2,3,3,0.5,1,0.25,true,\n"
+	if back, err := readRecords(strings.NewReader(old)); err != nil || len(back[runKey{Policy: "q", Repeat: 1}]) != 1 {
+		t.Errorf("older records CSV read back: %+v (%v)", back, err)
+	}
+	md := r.markdown()
+	for _, want := range []string{"| queue-3 | 2 | 50.0% | 1.00 | 50.0% | 50.0% / 50.0% | 1 (1 refused) |", "| queue-3 | queue | 3 | 1 | 50.0% | 50.0% | 50.0% | 1.00 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
 	}
 	if err := r.writeSVG(&svg, []loadgen.TraceRequest{{At: 0}, {At: time.Hour}}); err != nil || !strings.Contains(svg.String(), "queue-3") || !strings.HasSuffix(svg.String(), "</svg>\n") {
 		t.Errorf("SVG (%v):\n%s", err, svg.String())

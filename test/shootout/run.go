@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,10 +89,12 @@ func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any))
 		"--scrape-interval="+tm.wall(tm.ScrapeInterval).String(),
 		"--scrape-timeout="+tm.wall(tm.ScrapeTimeout).String(),
 		"--max-age="+tm.wall(tm.MaxAge).String(),
+		"--slo-window="+tm.wall(tm.SLOWindow).String(),
 		"--v=1")
 	say("starting the adapter (scrape every %s wall = %s simulated)", tm.wall(tm.ScrapeInterval), tm.ScrapeInterval)
 	if e.adapter, err = framework.StartAdapter(ctx, e.cp, framework.AdapterConfig{
 		Binary: built[framework.ComponentAdapter], Namespace: framework.AdapterNamespace, Service: framework.AdapterService, Args: args,
+		EnableExternalMetrics: true, // for the policies on External metrics
 	}); err != nil {
 		return e, fmt.Errorf("start adapter: %w", err)
 	}
@@ -199,7 +202,11 @@ func deployment(replicas int32, tm timing, maxNumSeqs int) *appsv1.Deployment {
 
 // runResult is one policy's raw outcome on one trace.
 type runResult struct {
-	Policy  policy                                 `json:"policy"`
+	Policy policy `json:"policy"`
+	// Repeat is which repeat of the policy this is (from 1); Order its
+	// place in the trace's run order (from 1).
+	Repeat  int                                    `json:"repeat,omitempty"`
+	Order   int                                    `json:"order,omitempty"`
 	HPA     *autoscalingv2.HorizontalPodAutoscaler `json:"hpa,omitempty"`
 	Records []Record                               `json:"-"`
 	Samples []Sample                               `json:"samples"`
@@ -222,8 +229,11 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 		return res, err
 	}
 	start := int32(cfg.minReplicas)
-	if p.Metric == "" {
+	switch {
+	case !p.isHPA():
 		start = int32(p.Fixed)
+	case p.Spec != nil && p.Spec.MinReplicas != nil:
+		start = *p.Spec.MinReplicas
 	}
 	d := deployment(start, tm, cfg.maxNumSeqs)
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
@@ -236,7 +246,7 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	}); err != nil {
 		return res, fmt.Errorf("%s: deployment never had %d ready replicas: %w", p.Name, start, err)
 	}
-	if p.Metric != "" {
+	if p.isHPA() {
 		res.HPA = hpa(p, deploymentName, int32(cfg.minReplicas), int32(cfg.maxReplicas), tm)
 		if _, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, res.HPA, metav1.CreateOptions{}); err != nil {
 			return res, fmt.Errorf("create HPA: %w", err)
@@ -254,7 +264,7 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var samples []Sample
 	var wg sync.WaitGroup
-	wg.Go(func() { samples = sample(sampleCtx, e, ns, replayStart, tm, p.Name, say) })
+	wg.Go(func() { samples = sample(sampleCtx, e, ns, selector, replayStart, tm, p.Name, say) })
 	rep, lerr := loadgen.Run(ctx, loadgen.Config{
 		URL:            fe.URL,
 		Model:          cfg.model,
@@ -283,12 +293,19 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	return res, lerr
 }
 
-// sample records the fleet every sampleEvery until ctx ends, printing a
-// line every 20 samples.
-func sample(ctx context.Context, e *env, ns string, start time.Time, tm timing, name string, say func(string, ...any)) []Sample {
+// podSignalNames are the pod signals sampled per pod, in PodSample's order.
+var podSignalNames = []string{metricQueue, metricBatch, metricKV, metricGPU}
+
+// sample records the fleet every sampleEvery until ctx ends: the pods, the
+// Deployment's desired and Ready replicas, what the HPA's status says it
+// read for each of its metrics, and, once per HPA sync period, each pod's
+// queue, batch, KV cache and GPU utilization as the adapter serves them.
+// It prints a line every 40 samples.
+func sample(ctx context.Context, e *env, ns string, selector labels.Selector, start time.Time, tm timing, name string, say func(string, ...any)) []Sample {
 	c := e.cp.Client
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
+	podEvery := max(1, int(math.Round(float64(tm.wall(tm.HPASync))/float64(sampleEvery))))
 	var out []Sample
 	for i := 0; ; i++ {
 		now := time.Now()
@@ -299,14 +316,15 @@ func sample(ctx context.Context, e *env, ns string, start time.Time, tm timing, 
 			s.Desired, s.Replicas, s.Ready = int(*d.Spec.Replicas), int(d.Status.Replicas), int(d.Status.ReadyReplicas)
 			if pods, err := c.CoreV1().Pods(ns).List(gctx, metav1.ListOptions{}); err == nil {
 				s.Replicas = len(pods.Items) // every pod holds its GPU, loading or terminating
+				if i%podEvery == 0 {
+					s.Pods = samplePods(gctx, e, ns, selector, pods.Items)
+				}
 			}
 		}
 		if h, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(gctx, deploymentName, metav1.GetOptions{}); err == nil {
-			for _, m := range h.Status.CurrentMetrics {
-				if m.Pods != nil && m.Pods.Current.AverageValue != nil {
-					v := m.Pods.Current.AverageValue.AsApproximateFloat64()
-					s.Metric = &v
-				}
+			s.HPA = hpaReads(h, tm)
+			if len(s.HPA) > 0 {
+				s.Metric = s.HPA[0].Value
 			}
 		}
 		cancel()
@@ -316,11 +334,18 @@ func sample(ctx context.Context, e *env, ns string, start time.Time, tm timing, 
 			klog.InfoS("shootout: sample failed", "namespace", ns, "err", err)
 		}
 		if i%40 == 0 {
-			metric := "-"
-			if s.Metric != nil {
-				metric = fmt.Sprintf("%.3g", *s.Metric)
+			var read []string
+			for _, m := range s.HPA {
+				v := "-"
+				if m.Value != nil {
+					v = fmt.Sprintf("%.3g", *m.Value)
+				}
+				read = append(read, m.Metric+" "+v)
 			}
-			say("%s: t=%s replicas %d ready %d desired %d metric %s", name, s.T.Round(time.Second), s.Replicas, s.Ready, s.Desired, metric)
+			if len(read) == 0 {
+				read = []string{"no HPA metric"}
+			}
+			say("%s: t=%s replicas %d ready %d desired %d; %s", name, s.T.Round(time.Second), s.Replicas, s.Ready, s.Desired, strings.Join(read, ", "))
 		}
 		select {
 		case <-ctx.Done():
@@ -328,6 +353,84 @@ func sample(ctx context.Context, e *env, ns string, start time.Time, tm timing, 
 		case <-tick.C:
 		}
 	}
+}
+
+// hpaReads is what the HPA's status says it read, metric by metric, in the
+// spec's order: every metric of the spec, its value absent while the
+// status has none. Rates are turned back into per simulated second.
+func hpaReads(h *autoscalingv2.HorizontalPodAutoscaler, tm timing) []HPARead {
+	current := map[string]*float64{}
+	for _, m := range h.Status.CurrentMetrics {
+		var q *resource.Quantity
+		switch {
+		case m.Pods != nil:
+			q = m.Pods.Current.AverageValue
+		case m.Object != nil:
+			q = m.Object.Current.Value
+			if q == nil {
+				q = m.Object.Current.AverageValue
+			}
+		case m.External != nil:
+			q = m.External.Current.Value
+			if q == nil {
+				q = m.External.Current.AverageValue
+			}
+		}
+		if q == nil {
+			continue
+		}
+		v := q.AsApproximateFloat64()
+		key := statusKey(m)
+		if isRate(keyName(key)) {
+			v /= tm.Compress
+		}
+		current[key] = &v
+	}
+	var out []HPARead
+	for _, m := range h.Spec.Metrics {
+		key := metricKey(m)
+		out = append(out, HPARead{Metric: key, Value: current[key]})
+	}
+	return out
+}
+
+// statusKey is "KIND/NAME" of a metric in an HPA's status.
+func statusKey(m autoscalingv2.MetricStatus) string {
+	switch {
+	case m.Pods != nil:
+		return "pods/" + m.Pods.Metric.Name
+	case m.Object != nil:
+		return "object/" + m.Object.Metric.Name
+	case m.External != nil:
+		return "external/" + m.External.Metric.Name
+	}
+	return strings.ToLower(string(m.Type))
+}
+
+// samplePods reads each pod's queue, batch, KV cache and GPU utilization
+// from the adapter, as an HPA would per pod. A value the adapter does not
+// answer for a pod is absent.
+func samplePods(ctx context.Context, e *env, ns string, selector labels.Selector, pods []corev1.Pod) []PodSample {
+	values := make([]map[string]float64, len(podSignalNames))
+	for i, m := range podSignalNames {
+		values[i], _ = e.cp.Metrics.PodValues(ctx, ns, m, selector)
+	}
+	out := make([]PodSample, 0, len(pods))
+	for _, p := range pods {
+		ps := PodSample{Name: p.Name}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ps.Ready = true
+			}
+		}
+		for i, dst := range []**float64{&ps.Queue, &ps.Batch, &ps.KV, &ps.GPU} {
+			if v, ok := values[i][p.Name]; ok {
+				*dst = &v
+			}
+		}
+		out = append(out, ps)
+	}
+	return out
 }
 
 // waitServiceAccount waits for the namespace's default ServiceAccount,

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"time"
+)
+
+// Phase is one stretch of a replay scored on its own: the requests sent in
+// it, and the GPU-hours the fleet held over it.
+type Phase struct {
+	// From and To bound the stretch, in simulated time since the replay
+	// started; a request counts when From <= Sent < To.
+	From time.Duration `json:"from"`
+	To   time.Duration `json:"to"`
+	// Requests, Good and Failed count the requests sent in the stretch.
+	Requests int `json:"requests"`
+	Good     int `json:"good"`
+	Failed   int `json:"failed"`
+	// Attainment is Good / Requests: TTFT and TPOT both within the SLO.
+	// TTFTAttainment and TPOTAttainment are the shares of requests that
+	// completed with each bound met on its own (a one-token request has no
+	// TPOT and meets that bound), so that the two failures are told apart.
+	Attainment     float64 `json:"attainment"`
+	TTFTAttainment float64 `json:"ttftAttainment"`
+	TPOTAttainment float64 `json:"tpotAttainment"`
+	// Goodput is Good per simulated second of the stretch.
+	Goodput float64 `json:"goodput"`
+	// GPUHours is the integral of the pods holding a GPU over the stretch;
+	// GoodPerGPUHour is Good / GPUHours; MeanReplicas is GPUHours over the
+	// stretch's length.
+	GPUHours       float64 `json:"gpuHours"`
+	GoodPerGPUHour float64 `json:"goodPerGPUHour"`
+	MeanReplicas   float64 `json:"meanReplicas"`
+}
+
+// scorePhase scores the records sent in [from, to) and the samples over the
+// same stretch, which ends at the last sample (To is then set to it): the
+// fleet figures (goodput, GPU-hours) need samples.
+func scorePhase(slo SLO, recs []Record, samples []Sample, from, to time.Duration) Phase {
+	p := Phase{From: from, To: to}
+	var ttftOK, tpotOK int
+	for _, r := range recs {
+		if r.Sent < from || r.Sent >= to {
+			continue
+		}
+		p.Requests++
+		if r.Failed() {
+			p.Failed++
+			continue
+		}
+		t1 := r.TTFT <= slo.TTFT
+		tpot, has := r.TPOT()
+		t2 := !has || tpot <= slo.TPOT
+		if t1 {
+			ttftOK++
+		}
+		if t2 {
+			tpotOK++
+		}
+		if t1 && t2 {
+			p.Good++
+		}
+	}
+	if p.Requests > 0 {
+		n := float64(p.Requests)
+		p.Attainment, p.TTFTAttainment, p.TPOTAttainment = float64(p.Good)/n, float64(ttftOK)/n, float64(tpotOK)/n
+	}
+	if len(samples) == 0 {
+		return p
+	}
+	end := min(to, samples[len(samples)-1].T)
+	p.To = end
+	if end > from {
+		p.Goodput = float64(p.Good) / (end - from).Seconds()
+		p.GPUHours = integrateBetween(samples, from, end, func(x Sample) int { return x.Replicas })
+		p.MeanReplicas = p.GPUHours / (end - from).Hours()
+	}
+	if p.GPUHours > 0 {
+		p.GoodPerGPUHour = float64(p.Good) / p.GPUHours
+	}
+	return p
+}
+
+// integrateBetween integrates a count of the samples over [from, to), in
+// count-hours, as a step function: each sample's count holds until the
+// next sample. Nothing is counted before the first sample or after the
+// last.
+func integrateBetween(samples []Sample, from, to time.Duration, count func(Sample) int) float64 {
+	var total float64
+	for i := 1; i < len(samples); i++ {
+		a, b := max(samples[i-1].T, from), min(samples[i].T, to)
+		if b > a {
+			total += float64(count(samples[i-1])) * (b - a).Hours()
+		}
+	}
+	return total
+}
+
+// burstSpan is one burst of a trace: the minutes from its start (a minute
+// with at least burstFactor times the arrivals of the burstLookback
+// minutes before it, and above the trace's mean) while the arrivals stay
+// at least burstFactor times that same baseline, up to the next burst.
+type burstSpan struct {
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end"`
+}
+
+// findBurstSpans returns the bursts of the arrival times (sorted).
+func findBurstSpans(arrivals []time.Duration) []burstSpan {
+	if len(arrivals) == 0 {
+		return nil
+	}
+	n := int(arrivals[len(arrivals)-1]/burstBin) + 1
+	bins := make([]float64, n)
+	for _, a := range arrivals {
+		bins[int(a/burstBin)]++
+	}
+	mean := float64(len(arrivals)) / float64(n)
+	var starts []int
+	var baselines []float64
+	for i := burstLookback; i < n; i++ {
+		var prev float64
+		for _, c := range bins[i-burstLookback : i] {
+			prev += c
+		}
+		prev /= burstLookback
+		if bins[i] > mean && bins[i] >= burstFactor*prev {
+			starts = append(starts, i)
+			baselines = append(baselines, prev)
+		}
+	}
+	out := make([]burstSpan, 0, len(starts))
+	for k, i := range starts {
+		limit := n
+		if k+1 < len(starts) {
+			limit = starts[k+1]
+		}
+		j := i + 1
+		for j < limit && bins[j] >= burstFactor*baselines[k] {
+			j++
+		}
+		out = append(out, burstSpan{Start: time.Duration(i) * burstBin, End: time.Duration(j) * burstBin})
+	}
+	return out
+}
+
+// BurstScore is the attainment of the requests that arrived in one burst's
+// minutes.
+type BurstScore struct {
+	Start      time.Duration `json:"start"`
+	End        time.Duration `json:"end"`
+	Requests   int           `json:"requests"`
+	Good       int           `json:"good"`
+	Attainment float64       `json:"attainment"`
+	// InWarmup is true when the burst starts before the warm-up ends: it is
+	// left out of the headline figures.
+	InWarmup bool `json:"inWarmup,omitempty"`
+}
+
+// scoreBursts scores each burst that starts within the span.
+func scoreBursts(slo SLO, recs []Record, bursts []burstSpan, warmup, span time.Duration) []BurstScore {
+	var out []BurstScore
+	for _, b := range bursts {
+		if b.Start > span {
+			continue
+		}
+		p := scorePhase(slo, recs, nil, b.Start, b.End)
+		out = append(out, BurstScore{Start: b.Start, End: b.End, Requests: p.Requests, Good: p.Good, Attainment: p.Attainment, InWarmup: b.Start < warmup})
+	}
+	return out
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// tTable is the two-sided 95% quantile of Student's t distribution
+// (t_{0.975}) for 1 to 30 degrees of freedom.
+var tTable = [...]float64{
+	12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+	2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+	2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+}
+
+// tQuantile975 is t_{0.975} with df degrees of freedom (df >= 1): from the
+// table up to 30, above it the Cornish-Fisher expansion around the normal
+// quantile 1.959964 (within 1e-4 of the exact value from 31 on).
+func tQuantile975(df int) float64 {
+	if df < 1 {
+		return math.NaN()
+	}
+	if df <= len(tTable) {
+		return tTable[df-1]
+	}
+	z := 1.959964
+	n := float64(df)
+	z3, z5, z7 := z*z*z, z*z*z*z*z, z*z*z*z*z*z*z
+	return z + (z3+z)/(4*n) + (5*z5+16*z3+3*z)/(96*n*n) + (3*z7+19*z5+17*z3-15*z)/(384*n*n*n)
+}
+
+// Interval is the mean of n repeats of one figure and its 95% confidence
+// interval, Student's t for small n: mean ± t_{0.975, n-1} × s / √n. With
+// one repeat there is no interval (Lo and Hi are the mean, HasInterval
+// false).
+type Interval struct {
+	N           int     `json:"n"`
+	Mean        float64 `json:"mean"`
+	SD          float64 `json:"sd"`
+	Lo          float64 `json:"lo"`
+	Hi          float64 `json:"hi"`
+	HasInterval bool    `json:"hasInterval"`
+}
+
+// interval computes the Interval of xs (NaN values left out).
+func interval(xs []float64) Interval {
+	var vals []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			vals = append(vals, x)
+		}
+	}
+	iv := Interval{N: len(vals)}
+	if iv.N == 0 {
+		iv.Mean, iv.Lo, iv.Hi = math.NaN(), math.NaN(), math.NaN()
+		return iv
+	}
+	var sum float64
+	for _, x := range vals {
+		sum += x
+	}
+	iv.Mean = sum / float64(iv.N)
+	iv.Lo, iv.Hi = iv.Mean, iv.Mean
+	if iv.N < 2 {
+		return iv
+	}
+	var ss float64
+	for _, x := range vals {
+		ss += (x - iv.Mean) * (x - iv.Mean)
+	}
+	iv.SD = math.Sqrt(ss / float64(iv.N-1))
+	half := tQuantile975(iv.N-1) * iv.SD / math.Sqrt(float64(iv.N))
+	iv.Lo, iv.Hi, iv.HasInterval = iv.Mean-half, iv.Mean+half, true
+	return iv
+}
+
+// Differs reports whether a and b differ: only when both have an interval
+// and the intervals do not overlap. Anything else is "no difference shown".
+func (a Interval) Differs(b Interval) bool {
+	return a.HasInterval && b.HasInterval && (a.Hi < b.Lo || b.Hi < a.Lo)
+}
+
+// runSlot is one replay of the plan: policy Policy's Repeat-th run (from 1).
+type runSlot struct {
+	Policy int `json:"policy"` // index into the run's policies
+	Repeat int `json:"repeat"`
+}
+
+// runOrder is the order of repeats × policies replays: repeat by repeat
+// (a block holds every policy once, so that a drift of the machine over the
+// hours spreads over all policies alike), the policies of each block in an
+// order drawn from seed.
+func runOrder(policies, repeats int, seed uint64) []runSlot {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed5))
+	out := make([]runSlot, 0, policies*repeats)
+	for r := 1; r <= repeats; r++ {
+		perm := rng.Perm(policies)
+		for _, p := range perm {
+			out = append(out, runSlot{Policy: p, Repeat: r})
+		}
+	}
+	return out
+}
+
+// Point is one policy's figures over its repeats on one trace.
+type Point struct {
+	Policy string `json:"policy"`
+	// Family is the signal family (family()), for the frontier's lines.
+	Family string `json:"family"`
+	// Target is the policy's target in words, e.g. "800m" or "4 replicas".
+	Target string `json:"target"`
+	// Repeats counts the runs.
+	Repeats int `json:"repeats"`
+	// After the warm-up: the headline.
+	Attainment     Interval `json:"attainment"`
+	TTFTAttainment Interval `json:"ttftAttainment"`
+	TPOTAttainment Interval `json:"tpotAttainment"`
+	GPUHours       Interval `json:"gpuHours"`
+	Goodput        Interval `json:"goodput"`
+	// The whole trace.
+	WholeAttainment Interval `json:"wholeAttainment"`
+	WholeGPUHours   Interval `json:"wholeGPUHours"`
+	// BurstAttainment is the attainment of each burst's requests, by burst.
+	BurstAttainment []Interval `json:"burstAttainment,omitempty"`
+}
+
+// points aggregates runs by policy, in the order of each policy's first
+// run.
+func points(runs []runResult) []Point {
+	var order []string
+	by := map[string][]runResult{}
+	for _, r := range runs {
+		if _, ok := by[r.Policy.Name]; !ok {
+			order = append(order, r.Policy.Name)
+		}
+		by[r.Policy.Name] = append(by[r.Policy.Name], r)
+	}
+	out := make([]Point, 0, len(order))
+	for _, name := range order {
+		rs := by[name]
+		pick := func(f func(Summary) float64) Interval {
+			xs := make([]float64, len(rs))
+			for i, r := range rs {
+				xs[i] = f(r.Summary)
+			}
+			return interval(xs)
+		}
+		pt := Point{Policy: name, Family: family(rs[0].Policy), Target: rs[0].Policy.targetText(), Repeats: len(rs),
+			Attainment:      pick(func(s Summary) float64 { return s.AfterWarmup.Attainment }),
+			TTFTAttainment:  pick(func(s Summary) float64 { return s.AfterWarmup.TTFTAttainment }),
+			TPOTAttainment:  pick(func(s Summary) float64 { return s.AfterWarmup.TPOTAttainment }),
+			GPUHours:        pick(func(s Summary) float64 { return s.AfterWarmup.GPUHours }),
+			Goodput:         pick(func(s Summary) float64 { return s.AfterWarmup.Goodput }),
+			WholeAttainment: pick(func(s Summary) float64 { return s.Attainment }),
+			WholeGPUHours:   pick(func(s Summary) float64 { return s.ReplicaHours }),
+		}
+		nb := 0
+		for _, r := range rs {
+			nb = max(nb, len(r.Summary.BurstScores))
+		}
+		for b := range nb {
+			pt.BurstAttainment = append(pt.BurstAttainment, pick(func(s Summary) float64 {
+				if b >= len(s.BurstScores) || s.BurstScores[b].Requests == 0 {
+					return math.NaN()
+				}
+				return s.BurstScores[b].Attainment
+			}))
+		}
+		out = append(out, pt)
+	}
+	return out
+}
+
+// sortedByGPUHours returns pts ordered by mean GPU-hours (then name).
+func sortedByGPUHours(pts []Point) []Point {
+	out := slices.Clone(pts)
+	slices.SortStableFunc(out, func(a, b Point) int {
+		switch {
+		case a.GPUHours.Mean < b.GPUHours.Mean:
+			return -1
+		case a.GPUHours.Mean > b.GPUHours.Mean:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

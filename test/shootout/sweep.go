@@ -1,0 +1,280 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+)
+
+// sweepFamilies maps each family of -sweep to the metric term its policies
+// scale on (the short syntax's [KIND/]METRIC); fixed is a fixed fleet.
+var sweepFamilies = map[string]string{
+	"gpu":    metricGPU,
+	"queue":  metricQueue,
+	"batch":  metricBatch,
+	"kv":     metricKV,
+	"demand": "object/" + catalog.DemandPerReplica,
+	"rps":    "inference_requests_per_second",
+	"tokens": "inference_generation_tokens_per_second",
+	"fixed":  "fixed",
+}
+
+// minSweepTargets is the fewest targets a sweep tries: enough to span
+// "scales too late" to "over-provisions".
+const minSweepTargets = 4
+
+// probeMargin is the headroom of a probe-derived target: the signal's mean
+// at the SLO capacity × (1 - probeMargin), as the capacity policy's.
+const probeMargin = 0.2
+
+// targetProbe is the -sweep target that stands for the probe-derived one.
+const targetProbe = "probe"
+
+// sweep is one -sweep flag: a family and its targets.
+type sweep struct {
+	Family  string
+	Targets []string
+}
+
+// sweepFlag is the repeatable -sweep flag.
+type sweepFlag []sweep
+
+func (f *sweepFlag) String() string {
+	var out []string
+	for _, s := range *f {
+		out = append(out, s.Family+"="+strings.Join(s.Targets, ","))
+	}
+	return strings.Join(out, " ")
+}
+
+// Set parses FAMILY=T1,T2,...: a known family, at least minSweepTargets
+// targets besides "probe", each a positive quantity (a replica count for
+// fixed), none twice.
+func (f *sweepFlag) Set(v string) error {
+	fam, list, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("%q: want FAMILY=T1,T2,... (families: %s)", v, strings.Join(familyNames(), ", "))
+	}
+	if _, ok := sweepFamilies[fam]; !ok {
+		return fmt.Errorf("%q: unknown family %q (families: %s)", v, fam, strings.Join(familyNames(), ", "))
+	}
+	if slices.ContainsFunc(*f, func(s sweep) bool { return s.Family == fam }) {
+		return fmt.Errorf("%q: family %s swept twice", v, fam)
+	}
+	s := sweep{Family: fam}
+	n := 0
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimSpace(t)
+		if slices.Contains(s.Targets, t) {
+			return fmt.Errorf("%q: target %q given twice", v, t)
+		}
+		s.Targets = append(s.Targets, t)
+		if t == targetProbe {
+			if fam == "fixed" {
+				return fmt.Errorf("%q: a fixed fleet has no probe-derived target", v)
+			}
+			continue
+		}
+		n++
+		if fam == "fixed" {
+			if k, err := strconv.Atoi(t); err != nil || k < 1 {
+				return fmt.Errorf("%q: a fixed fleet's target is a replica count, got %q", v, t)
+			}
+			continue
+		}
+		if q, err := resource.ParseQuantity(t); err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("%q: target %q is not a positive quantity", v, t)
+		}
+	}
+	if n < minSweepTargets {
+		return fmt.Errorf("%q: %d targets; a sweep needs at least %d, from one that scales too late to one that over-provisions", v, n, minSweepTargets)
+	}
+	*f = append(*f, s)
+	return nil
+}
+
+func familyNames() []string {
+	var out []string
+	for k := range sweepFamilies {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sweepPolicies generates the policies of the sweeps: FAMILY-TARGET for
+// each target (the target as a quantity, lower case: gpu-800m, queue-3,
+// fixed-4), FAMILY-probe for the probe-derived one. With probe nil the
+// probe-derived policies are placeholders that the probe run on each trace
+// fills in (resolveProbePolicies).
+func sweepPolicies(sweeps sweepFlag, probe *probeResult, maxReplicas int) ([]policy, error) {
+	var out []policy
+	var errs []error
+	for _, s := range sweeps {
+		term := sweepFamilies[s.Family]
+		for _, t := range s.Targets {
+			if t == targetProbe {
+				if probe == nil {
+					out = append(out, policy{Name: s.Family + "-" + targetProbe, Family: s.Family, probeFamily: s.Family,
+						Why: "the target derived from the capacity probe run on the trace"})
+					continue
+				}
+				p, err := probePolicy(s.Family, probe, maxReplicas)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				out = append(out, p)
+				continue
+			}
+			if s.Family == "fixed" {
+				p, err := userPolicy("fixed-"+t, "fixed:"+t, maxReplicas)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("-sweep fixed: %w", err))
+					continue
+				}
+				p.Family = s.Family
+				out = append(out, p)
+				continue
+			}
+			q := resource.MustParse(t)
+			name := s.Family + "-" + strings.ToLower(q.String())
+			p, err := userPolicy(name, term+":"+q.String(), maxReplicas)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("-sweep %s: %w", s.Family, err))
+				continue
+			}
+			p.Family = s.Family
+			p.Why = fmt.Sprintf("sweep of %s: target %s", s.Family, q.String())
+			out = append(out, p)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// probeTarget derives a family's target from a capacity probe: the
+// signal's mean per replica at the SLO capacity (the highest rate whose
+// step and every step below it met the SLO) × (1 - probeMargin). The
+// probe measures the server's queue, batch and KV cache, and its rates
+// (completed requests and output tokens per second); demand is queue +
+// batch. It has no GPU utilization (the probe runs without a gpu-agent).
+func probeTarget(fam string, probe *probeResult) (float64, string, error) {
+	if probe == nil || !probe.Analysis.Found || probe.Analysis.CapacityStep < 0 || probe.Analysis.CapacityStep >= len(probe.Steps) {
+		return 0, "", fmt.Errorf("-sweep %s=probe: the capacity probe found no capacity", fam)
+	}
+	st := probe.Steps[probe.Analysis.CapacityStep]
+	sig := st.Server
+	need := func(name string, v ...*float64) (float64, error) {
+		var sum float64
+		for _, x := range v {
+			if x == nil {
+				return 0, fmt.Errorf("-sweep %s=probe: the probe did not measure the %s at capacity", fam, name)
+			}
+			sum += *x
+		}
+		return sum, nil
+	}
+	var v float64
+	var what string
+	var err error
+	switch fam {
+	case "queue":
+		v, err = need("queue", sig.Queue)
+		what = "queue"
+	case "batch":
+		v, err = need("batch", sig.Batch)
+		what = "batch"
+	case "kv":
+		v, err = need("KV-cache usage", sig.KV)
+		what = "KV-cache usage"
+	case "demand":
+		v, err = need("queue and batch", sig.Queue, sig.Batch)
+		what = "queue + batch"
+	case "rps":
+		v, what = st.Throughput, "completed requests per second"
+	case "tokens":
+		v, what = st.OutputTokens, "output tokens per second"
+	default:
+		return 0, "", fmt.Errorf("-sweep %s=probe: the capacity probe does not measure the %s signal (it runs without a gpu-agent)", fam, fam)
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	t := v * (1 - probeMargin)
+	if !(t > 0) {
+		return 0, "", fmt.Errorf("-sweep %s=probe: the %s at capacity was %g: no positive target", fam, what, v)
+	}
+	return t, fmt.Sprintf("%s at the SLO capacity (%.3g req/s per replica): %.3g × (1 - %g)", what, probe.Analysis.Capacity, v, probeMargin), nil
+}
+
+// probePolicy is the policy FAMILY-probe on the probe-derived target.
+func probePolicy(fam string, probe *probeResult, maxReplicas int) (policy, error) {
+	t, why, err := probeTarget(fam, probe)
+	if err != nil {
+		return policy{}, err
+	}
+	q := resource.NewMilliQuantity(int64(t*1000+0.5), resource.DecimalSI)
+	if q.Sign() <= 0 {
+		q = resource.NewMilliQuantity(1, resource.DecimalSI)
+	}
+	p, err := userPolicy(fam+"-"+targetProbe, sweepFamilies[fam]+":"+q.String(), maxReplicas)
+	if err != nil {
+		return policy{}, fmt.Errorf("-sweep %s=probe: %w", fam, err)
+	}
+	p.Family, p.Why = fam, "probe-derived: "+why
+	return p, nil
+}
+
+// readProbeFile reads a recorded capacity probe: a shootout report
+// (<trace>.json, its "capacity") or the capacity command's --json report.
+func readProbeFile(path string) (*probeResult, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-probe-file: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("-probe-file %s: %w", path, err)
+	}
+	if c, ok := top["capacity"]; ok {
+		var p probeResult
+		if err := json.Unmarshal(c, &p); err != nil {
+			return nil, fmt.Errorf("-probe-file %s: capacity: %w", path, err)
+		}
+		return &p, nil
+	}
+	if top["steps"] != nil && top["analysis"] != nil {
+		var r capacity.Report
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("-probe-file %s: %w", path, err)
+		}
+		return &probeResult{How: "the capacity report " + path, Setup: r.Setup, Steps: r.Steps, Analysis: r.Analysis, Recommendation: r.Recommendation}, nil
+	}
+	return nil, fmt.Errorf("-probe-file %s: neither a shootout report with a capacity probe nor a capacity report (steps, analysis)", path)
+}
+
+// resolveProbePolicies fills in the probe-derived placeholders of pols
+// from probe.
+func resolveProbePolicies(pols []policy, probe *probeResult, maxReplicas int) ([]policy, error) {
+	out := slices.Clone(pols)
+	for i, p := range out {
+		if p.probeFamily == "" {
+			continue
+		}
+		np, err := probePolicy(p.probeFamily, probe, maxReplicas)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = np
+	}
+	return out, nil
+}
