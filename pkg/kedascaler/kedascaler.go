@@ -37,6 +37,7 @@ import (
 	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
 // Objects answers a signal for one Deployment or StatefulSet, aggregated
@@ -212,8 +213,10 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	// The caller named a workload, a Service or a selector, not pods: its
-	// 404s say how many pods lack a value and why, not which.
-	ctx = provider.WithoutPodNames(ctx)
+	// 404s say how many pods lack a value and why, not which. The pods it
+	// asks about are kept as demand in the KEDA port's own pool, which
+	// cannot evict the HPAs' demand.
+	ctx = targets.WithPool(provider.WithoutPodNames(ctx), targets.PoolKEDA)
 	var model labels.Selector
 	if q.model != "" {
 		model = labels.SelectorFromSet(labels.Set{"model_name": q.model})

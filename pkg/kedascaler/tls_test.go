@@ -117,7 +117,11 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := fleetScaler(t)
+	keda, err := kedascaler.ParseGrant("user:keda=*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := fleetScalerWith(t, kedascaler.Config{StreamInterval: time.Second, Access: kedascaler.Access{Grants: []kedascaler.Grant{keda}}})
 	srv, err := kedascaler.Listen("127.0.0.1:0", tlsCfg, e, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package targets
 
 import (
 	"container/list"
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,11 +41,43 @@ func SelectsWholeNamespace(sel labels.Selector) bool {
 	return true
 }
 
+// Pool is a bounded pool of demand. Each pool has the bounds of its own
+// (MaxSelectorsPerNamespace, MaxSelectors), so that the questions asked
+// through one front cannot evict those asked through another: a KEDA
+// trigger's selectors never push an HPA's out.
+type Pool uint8
+
+const (
+	// PoolAPI holds the questions of the custom and external metrics APIs,
+	// which HPAs ask; it is a context's pool unless WithPool says otherwise.
+	PoolAPI Pool = iota
+	// PoolKEDA holds the questions of the KEDA scaler's port.
+	PoolKEDA
+	numPools
+)
+
+type poolKey struct{}
+
+// WithPool returns a context whose questions (Tracker.Want, WantPod) are
+// kept as demand in pool.
+func WithPool(ctx context.Context, pool Pool) context.Context {
+	return context.WithValue(ctx, poolKey{}, pool)
+}
+
+// poolOf is ctx's pool: PoolAPI unless WithPool set another.
+func poolOf(ctx context.Context) Pool {
+	if p, ok := ctx.Value(poolKey{}).(Pool); ok && p < numPools {
+		return p
+	}
+	return PoolAPI
+}
+
 // demandKey names one entry of a namespace's demand: a label selector asked
-// about, or one pod asked about by name.
+// about, or one pod asked about by name, in a pool.
 type demandKey struct {
-	pod bool   // name is a pod name rather than a selector
-	s   string // the selector's String(), or the pod's name
+	pool Pool
+	pod  bool   // name is a pod name rather than a selector
+	s    string // the selector's String(), or the pod's name
 }
 
 // want is one entry of demand.
@@ -54,22 +87,32 @@ type want struct {
 	lastAsk  time.Time
 }
 
-// nsDemand is the demand of one namespace: its entries in least recently
-// asked order, and a generation that changes whenever the set of entries
-// changes (not when an entry is merely asked again), so that the tracker
-// can keep each pod's wanted result until its namespace's demand changes.
+// nsDemand is the demand of one namespace: its entries of each pool in least
+// recently asked order, and a generation that changes whenever the set of
+// entries changes (not when an entry is merely asked again), so that the
+// tracker can keep each pod's wanted result until its namespace's demand
+// changes.
 type nsDemand struct {
 	byKey map[demandKey]*list.Element
-	lru   *list.List // of *want; front is the most recently asked
+	lru   [numPools]*list.List // of *want; front is the most recently asked
 	gen   uint64
 }
 
-// demandSet is the bounded demand of every namespace. It is not safe for
-// concurrent use; the Tracker guards it with its mutex.
+func (nd *nsDemand) len() int {
+	n := 0
+	for _, l := range nd.lru {
+		n += l.Len()
+	}
+	return n
+}
+
+// demandSet is the bounded demand of every namespace, in pools bounded
+// alike and apart. It is not safe for concurrent use; the Tracker guards it
+// with its mutex.
 type demandSet struct {
-	perNamespace int
-	total        int
-	n            int    // entries over all namespaces
+	perNamespace int // entries of one pool in one namespace
+	total        int // entries of one pool over all namespaces
+	n            [numPools]int
 	gen          uint64 // last generation handed out; generations are never reused
 	ns           map[string]*nsDemand
 }
@@ -89,57 +132,65 @@ func (d *demandSet) bump(nd *nsDemand) {
 	nd.gen = d.gen
 }
 
-// ask records that key was asked about in namespace at now. It reports
-// whether the entry is new. Over the per-namespace bound the namespace's
-// least recently asked entry goes; over the total bound, the least recently
-// asked entry of the namespace holding the most entries goes, so that one
-// busy namespace cannot evict the demand of small ones.
+// ask records that key was asked about in namespace at now, in key's pool.
+// It reports whether the entry is new. Over the per-namespace bound the
+// namespace's least recently asked entry of that pool goes; over the total
+// bound, the least recently asked entry of that pool in the namespace
+// holding the most of the pool's entries goes, so that one busy namespace
+// cannot evict the demand of small ones, and one pool never evicts
+// another's.
 func (d *demandSet) ask(namespace string, key demandKey, selector labels.Selector, now time.Time) bool {
 	nd := d.ns[namespace]
 	if nd == nil {
-		nd = &nsDemand{byKey: make(map[demandKey]*list.Element), lru: list.New()}
+		nd = &nsDemand{byKey: make(map[demandKey]*list.Element)}
+		for i := range nd.lru {
+			nd.lru[i] = list.New()
+		}
 		d.ns[namespace] = nd
 	}
+	pool := key.pool
 	if e, ok := nd.byKey[key]; ok {
 		e.Value.(*want).lastAsk = now
-		nd.lru.MoveToFront(e)
+		nd.lru[pool].MoveToFront(e)
 		return false
 	}
-	nd.byKey[key] = nd.lru.PushFront(&want{key: key, selector: selector, lastAsk: now})
-	d.n++
+	nd.byKey[key] = nd.lru[pool].PushFront(&want{key: key, selector: selector, lastAsk: now})
+	d.n[pool]++
 	d.bump(nd)
-	if nd.lru.Len() > d.perNamespace {
-		d.evictOldest(namespace, nd)
+	if nd.lru[pool].Len() > d.perNamespace {
+		d.evictOldest(namespace, nd, pool)
 	}
-	for d.n > d.total {
-		d.evictOldest(d.largest())
+	for d.n[pool] > d.total {
+		ns, most := d.largest(pool)
+		d.evictOldest(ns, most, pool)
 	}
 	return true
 }
 
-// largest returns the namespace holding the most entries; ties go to the
-// smaller name, so that eviction is deterministic.
-func (d *demandSet) largest() (string, *nsDemand) {
+// largest returns the namespace holding the most entries of pool; ties go
+// to the smaller name, so that eviction is deterministic.
+func (d *demandSet) largest(pool Pool) (string, *nsDemand) {
 	var name string
 	var most *nsDemand
 	for ns, nd := range d.ns {
-		if most == nil || nd.lru.Len() > most.lru.Len() || (nd.lru.Len() == most.lru.Len() && ns < name) {
+		if most == nil || nd.lru[pool].Len() > most.lru[pool].Len() || (nd.lru[pool].Len() == most.lru[pool].Len() && ns < name) {
 			name, most = ns, nd
 		}
 	}
 	return name, most
 }
 
-func (d *demandSet) evictOldest(namespace string, nd *nsDemand) {
-	d.remove(namespace, nd, nd.lru.Back())
+func (d *demandSet) evictOldest(namespace string, nd *nsDemand, pool Pool) {
+	d.remove(namespace, nd, nd.lru[pool].Back())
 }
 
 func (d *demandSet) remove(namespace string, nd *nsDemand, e *list.Element) {
-	w := nd.lru.Remove(e).(*want)
+	w := e.Value.(*want)
+	nd.lru[w.key.pool].Remove(e)
 	delete(nd.byKey, w.key)
-	d.n--
+	d.n[w.key.pool]--
 	d.bump(nd)
-	if nd.lru.Len() == 0 {
+	if nd.len() == 0 {
 		delete(d.ns, namespace)
 	}
 }
@@ -148,16 +199,15 @@ func (d *demandSet) remove(namespace string, nd *nsDemand, e *list.Element) {
 // dropped any. Its cost is the number of namespaces plus the number of
 // entries dropped.
 func (d *demandSet) expire(cutoff time.Time) bool {
-	before := d.n
+	before := d.len("")
 	for ns, nd := range d.ns {
-		for e := nd.lru.Back(); e != nil && e.Value.(*want).lastAsk.Before(cutoff); e = nd.lru.Back() {
-			d.remove(ns, nd, e)
-			if d.ns[ns] == nil {
-				break
+		for _, l := range nd.lru {
+			for e := l.Back(); e != nil && e.Value.(*want).lastAsk.Before(cutoff); e = l.Back() {
+				d.remove(ns, nd, e)
 			}
 		}
 	}
-	return d.n != before
+	return d.len("") != before
 }
 
 // generation returns the generation of namespace's demand; 0 when it has none.
@@ -175,25 +225,34 @@ func (d *demandSet) wants(p *corev1.Pod) bool {
 	if nd == nil {
 		return false
 	}
-	if _, ok := nd.byKey[demandKey{pod: true, s: p.Name}]; ok {
-		return true
+	for pool := range numPools {
+		if _, ok := nd.byKey[demandKey{pool: pool, pod: true, s: p.Name}]; ok {
+			return true
+		}
 	}
 	set := labels.Set(p.Labels)
-	for e := nd.lru.Front(); e != nil; e = e.Next() {
-		if w := e.Value.(*want); w.selector != nil && w.selector.Matches(set) {
-			return true
+	for _, l := range nd.lru {
+		for e := l.Front(); e != nil; e = e.Next() {
+			if w := e.Value.(*want); w.selector != nil && w.selector.Matches(set) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// len returns the number of entries in namespace ("" for all namespaces).
+// len returns the number of entries of every pool in namespace ("" for all
+// namespaces).
 func (d *demandSet) len(namespace string) int {
 	if namespace == "" {
-		return d.n
+		n := 0
+		for _, c := range d.n {
+			n += c
+		}
+		return n
 	}
 	if nd := d.ns[namespace]; nd != nil {
-		return nd.lru.Len()
+		return nd.len()
 	}
 	return 0
 }

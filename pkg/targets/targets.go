@@ -9,7 +9,9 @@
 //
 // Demand is bounded: per namespace (Config.MaxSelectorsPerNamespace) and in
 // total (Config.MaxSelectors), evicting the least recently asked entry of the
-// namespace (or, over the total, of the namespace holding the most). A
+// namespace (or, over the total, of the namespace holding the most). The
+// metrics APIs' questions and the KEDA scaler port's are kept in two pools
+// (Pool), each bounded so, so that neither evicts the other's. A
 // question without a selector or without a namespace creates no demand.
 // Reconcile keeps each pod's result until the pod or its namespace's demand
 // changes, so its steady-state cost does not grow with the selectors asked.
@@ -201,8 +203,9 @@ func (t *Tracker) Run(ctx context.Context) {
 // scrapes at once (within FirstScrapeTimeout) those of pods that were
 // never scraped, so that the first answer about a selector is not empty.
 //
-// Demand is bounded (Config.MaxSelectorsPerNamespace, Config.MaxSelectors):
-// past a bound the least recently asked entry is dropped.
+// Demand is bounded (Config.MaxSelectorsPerNamespace, Config.MaxSelectors)
+// in each pool apart, the pool ctx names (WithPool; PoolAPI by default):
+// past a bound the pool's least recently asked entry is dropped.
 // A selector that selects nothing (labels.Nothing()), or one longer than
 // MaxSelectorLen, registers no demand: the pods are scraped once now and
 // kept only while other demand wants them.
@@ -217,7 +220,7 @@ func (t *Tracker) Want(ctx context.Context, namespace string, selector labels.Se
 	if _, selectable := selector.Requirements(); selectable {
 		if key := selector.String(); len(key) <= MaxSelectorLen {
 			t.mu.Lock()
-			added = t.demand.ask(namespace, demandKey{s: key}, selector, t.clock.Now())
+			added = t.demand.ask(namespace, demandKey{pool: poolOf(ctx), s: key}, selector, t.clock.Now())
 			t.mu.Unlock()
 		} else {
 			klog.V(2).InfoS("Label selector too long to keep as demand; answering from a first scrape only", "namespace", namespace, "length", len(key), "limit", MaxSelectorLen)
@@ -235,7 +238,7 @@ func (t *Tracker) WantPod(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	t.mu.Lock()
-	added := t.demand.ask(pod.Namespace, demandKey{pod: true, s: pod.Name}, nil, t.clock.Now())
+	added := t.demand.ask(pod.Namespace, demandKey{pool: poolOf(ctx), pod: true, s: pod.Name}, nil, t.clock.Now())
 	t.mu.Unlock()
 	t.firstScrape(ctx, []*corev1.Pod{pod}, added)
 }
