@@ -546,7 +546,6 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 			return nil, fmt.Errorf("-policy-file %s: policy %q: the name must be 1-40 lower-case letters, digits and '-', and not %q", path, p.Name, policyCapacity)
 		}
 		if p.Spec != nil {
-			p.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{}
 			if err := validateSpec(p.Spec, maxReplicas); err != nil {
 				return nil, fmt.Errorf("-policy-file %s: policy %q: %w", path, p.Name, err)
 			}
@@ -569,6 +568,7 @@ func hpaPolicy(h autoscalingv2.HorizontalPodAutoscaler, path string) policy {
 		name = n
 	}
 	spec := h.Spec.DeepCopy()
+	spec.ScaleTargetRef = deploymentRef()
 	// The HPA's own workload is the fleet's Deployment here: its object
 	// metrics are read on it, its external metrics over its pods.
 	for i := range spec.Metrics {

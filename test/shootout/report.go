@@ -226,13 +226,13 @@ func summarize(policy, trace string, sc scoring, recs []Record, samples []Sample
 		if i > 0 && x.Desired != samples[i-1].Desired {
 			s.ScaleEvents++
 		}
-		s.MetricRead = s.MetricRead || x.Metric != nil
 		for _, m := range x.HPA {
 			if m.Value != nil && !read[m.Metric] {
 				read[m.Metric] = true
 				s.MetricsRead = append(s.MetricsRead, m.Metric)
 			}
 		}
+		s.MetricRead = s.MetricRead || x.Metric != nil || len(read) > 0
 	}
 	// Requests sent after the last sample still count; the fleet's figures
 	// end at the last sample.

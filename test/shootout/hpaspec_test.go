@@ -1,0 +1,340 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// TestUserPolicyShapes parses the short syntax into every HPA shape.
+func TestUserPolicyShapes(t *testing.T) {
+	q := resource.MustParse
+	object := func(name, target string, typ autoscalingv2.MetricTargetType) autoscalingv2.MetricSpec {
+		v := q(target)
+		mt := autoscalingv2.MetricTarget{Type: typ}
+		if typ == autoscalingv2.ValueMetricType {
+			mt.Value = &v
+		} else {
+			mt.AverageValue = &v
+		}
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+			DescribedObject: deploymentRef(), Metric: autoscalingv2.MetricIdentifier{Name: name}, Target: mt}}
+	}
+	external := func(name, target string, typ autoscalingv2.MetricTargetType) autoscalingv2.MetricSpec {
+		m := object(name, target, typ)
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: name, Selector: fleetSelector()}, Target: m.Object.Target}}
+	}
+	withDown := defaultBehavior()
+	withDown.ScaleDown.StabilizationWindowSeconds = new(int32(60))
+	withUp := defaultBehavior()
+	withUp.ScaleUp.StabilizationWindowSeconds = new(int32(30))
+	withUp.ScaleDown.StabilizationWindowSeconds = new(int32(600))
+	for _, tc := range []struct {
+		def        string
+		want       *autoscalingv2.HorizontalPodAutoscalerSpec // nil: the short form of old
+		wantMetric string
+		family     string
+	}{
+		{def: "inference_queue_size:3", wantMetric: metricQueue, family: "queue"},
+		{def: "pods/gpu_utilization:0.6", wantMetric: metricGPU, family: "gpu"},
+		{def: "inference_demand_per_replica:3", family: "demand",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{object("inference_demand_per_replica", "3", autoscalingv2.ValueMetricType)}}},
+		{def: "object-avg/inference_queue_size:2", family: "queue",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{object(metricQueue, "2", autoscalingv2.AverageValueMetricType)}}},
+		{def: "external/inference_requests_per_second:10", family: "rate",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{external("inference_requests_per_second", "10", autoscalingv2.ValueMetricType)}}},
+		{def: "external-avg/inference_batch_size:2", family: "batch",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{external(metricBatch, "2", autoscalingv2.AverageValueMetricType)}}},
+		{def: "inference_queue_size:3+gpu_utilization:0.8", family: "queue+gpu",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{podsMetric(metricQueue, q("3")), podsMetric(metricGPU, q("800m"))}}},
+		{def: "inference_queue_size:3@down-window=60s", family: "queue",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{podsMetric(metricQueue, q("3"))}, Behavior: withDown}},
+		{def: "inference_demand_per_replica:2+inference_batch_size:2@up-window=30s@down-window=10m@min=2", family: "demand+batch",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{object("inference_demand_per_replica", "2", autoscalingv2.ValueMetricType), podsMetric(metricBatch, q("2"))},
+				Behavior: withUp, MinReplicas: new(int32(2))}},
+	} {
+		t.Run(tc.def, func(t *testing.T) {
+			p, err := userPolicy("p", tc.def, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if p.Spec != nil || p.Metric != tc.wantMetric {
+					t.Errorf("policy %+v, want the short form on %s", p, tc.wantMetric)
+				}
+			} else {
+				tc.want.ScaleTargetRef = deploymentRef()
+				if diff := cmp.Diff(tc.want, p.Spec); diff != "" {
+					t.Errorf("spec (-want +got):\n%s", diff)
+				}
+			}
+			if got := family(p); got != tc.family {
+				t.Errorf("family %q, want %q", got, tc.family)
+			}
+		})
+	}
+}
+
+// TestUserPolicyRefused: every bad form is refused with a message naming it.
+func TestUserPolicyRefused(t *testing.T) {
+	for _, tc := range []struct{ def, want string }{
+		{"inference_queue_size", "no ':'"},
+		{"pods/inference_demand_per_replica:3", `pods do not serve "inference_demand_per_replica"`},
+		{"object/inference_front_door_pending_requests:1", `does not serve "inference_front_door_pending_requests"`},
+		{"external/inference_demand_per_replica:1", `no external metric "inference_demand_per_replica"`},
+		{"resource/cpu:1", `unknown kind "resource"`},
+		{"inference_queue_size:-1", "positive quantity"},
+		{"inference_queue_size:3+inference_queue_size:2", "pods/inference_queue_size given twice"},
+		{"inference_queue_size:3@down-window=2h", `option "down-window=2h"`},
+		{"inference_queue_size:3@down-window=1.5s", `option "down-window=1.5s"`},
+		{"inference_queue_size:3@sideways=1", `unknown option "sideways"`},
+		{"inference_queue_size:3@min", `option "min"`},
+		{"inference_queue_size:3@min=9", "minReplicas <= maxReplicas <= 8"},
+		{"fixed:0", "1 to 8 replicas"},
+		{"+", "no ':'"},
+	} {
+		t.Run(tc.def, func(t *testing.T) {
+			_, err := userPolicy("p", tc.def, 8)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `"p=`+tc.def+`"`) {
+				t.Errorf("error %v, want one naming the policy and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHPACompresses: the HPA of a policy of any shape has the run's bounds
+// unless the policy sets its own, its behavior seconds compressed, and its
+// rate targets per wall-clock second.
+func TestHPACompresses(t *testing.T) {
+	tm := newTiming(15, time.Minute)
+	p, err := userPolicy("p", "inference_demand_per_replica:3+inference_requests_per_second:2@down-window=60s@min=2", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hpa(p, deploymentName, 1, 8, tm)
+	if *h.Spec.MinReplicas != 2 || h.Spec.MaxReplicas != 8 {
+		t.Errorf("replicas %d to %d, want the policy's 2 to the run's 8", *h.Spec.MinReplicas, h.Spec.MaxReplicas)
+	}
+	if got := *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds; got != 4 {
+		t.Errorf("scale-down window %ds wall, want 60s / 15 = 4s", got)
+	}
+	if got := h.Spec.Behavior.ScaleUp.Policies[0].PeriodSeconds; got != 1 {
+		t.Errorf("scale-up period %ds wall, want 15s / 15 = 1s", got)
+	}
+	if got := h.Spec.Metrics[0].Object.Target.Value.String(); got != "3" {
+		t.Errorf("demand target %s, want 3 (not a rate: unchanged)", got)
+	}
+	if got := h.Spec.Metrics[1].Pods.Target.AverageValue.String(); got != "30" {
+		t.Errorf("rate target %s per wall-clock second, want 2 × 15 = 30", got)
+	}
+	// The policy itself is not changed.
+	if got := p.Spec.Metrics[1].Pods.Target.AverageValue.String(); got != "2" || *p.Spec.Behavior.ScaleDown.StabilizationWindowSeconds != 60 {
+		t.Errorf("the policy's spec was changed: target %s", got)
+	}
+	def := hpa(policy{Name: "q", Metric: metricQueue, Target: "3"}, deploymentName, 1, 8, tm)
+	if *def.Spec.Behavior.ScaleDown.StabilizationWindowSeconds != 20 || *def.Spec.Behavior.ScaleUp.StabilizationWindowSeconds != 0 {
+		t.Errorf("default behavior %+v, want windows 0 and 300/15", def.Spec.Behavior)
+	}
+}
+
+// TestHPAReads maps an HPA's status back to its metrics, in the spec's
+// order, rates per simulated second, an unread metric without a value.
+func TestHPAReads(t *testing.T) {
+	tm := newTiming(15, time.Minute)
+	p, err := userPolicy("p", "inference_demand_per_replica:3+inference_requests_per_second:2+gpu_utilization:0.8", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hpa(p, deploymentName, 1, 8, tm)
+	h.Status.CurrentMetrics = []autoscalingv2.MetricStatus{
+		{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{Metric: autoscalingv2.MetricIdentifier{Name: "inference_requests_per_second"},
+			Current: autoscalingv2.MetricValueStatus{AverageValue: new(resource.MustParse("45"))}}},
+		{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricStatus{Metric: autoscalingv2.MetricIdentifier{Name: "inference_demand_per_replica"},
+			Current: autoscalingv2.MetricValueStatus{Value: new(resource.MustParse("2500m"))}}},
+	}
+	got := hpaReads(h, tm)
+	f := func(v float64) *float64 { return &v }
+	want := []HPARead{{Metric: "object/inference_demand_per_replica", Value: f(2.5)}, {Metric: "pods/inference_requests_per_second", Value: f(3)}, {Metric: "pods/gpu_utilization"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reads (-want +got):\n%s", diff)
+	}
+	s := summarize("p", "tr", scoring{}, nil, []Sample{{HPA: got}})
+	if !s.MetricRead || !cmp.Equal(s.MetricsRead, []string{"object/inference_demand_per_replica", "pods/inference_requests_per_second"}) {
+		t.Errorf("metrics read %v (%v)", s.MetricsRead, s.MetricRead)
+	}
+}
+
+// TestPolicyFile reads each form of -policy-file and refuses bad ones,
+// naming the file, the policy and what is wrong.
+func TestPolicyFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	yamlFile := write("policies.yaml", `
+policies:
+- name: demand-3
+  why: the cold-start-safe signal
+  spec:
+    metrics:
+    - type: Object
+      object:
+        metric: {name: inference_demand_per_replica}
+        target: {type: Value, value: "3"}
+    behavior:
+      scaleDown:
+        stabilizationWindowSeconds: 120
+        policies: [{type: Pods, value: 1, periodSeconds: 30}]
+- name: queue-gpu
+  spec:
+    minReplicas: 2
+    metrics:
+    - {type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: "3"}}}
+    - {type: Pods, pods: {metric: {name: gpu_utilization}, target: {type: AverageValue, averageValue: 600m}}}
+`)
+	pols, err := readPolicyFile(yamlFile, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pols) != 2 || pols[0].Name != "demand-3" || family(pols[0]) != "demand" || family(pols[1]) != "queue+gpu" || pols[0].Why != "the cold-start-safe signal" {
+		t.Fatalf("policies %+v", pols)
+	}
+	if d := pols[0].Spec.Metrics[0].Object.DescribedObject; d != deploymentRef() {
+		t.Errorf("describedObject %+v, want the Deployment filled in", d)
+	}
+	h := hpa(pols[0], deploymentName, 1, 8, newTiming(15, time.Minute))
+	if w := *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds; w != 8 || h.Spec.Behavior.ScaleDown.Policies[0].PeriodSeconds != 2 {
+		t.Errorf("behavior %+v, want the file's 120 s window and 30 s period compressed ×15", h.Spec.Behavior.ScaleDown)
+	}
+	if *h.Spec.Behavior.ScaleUp.StabilizationWindowSeconds != 0 || len(h.Spec.Behavior.ScaleUp.Policies) != 2 {
+		t.Errorf("scale-up %+v, want every policy's (the file sets only scale-down)", h.Spec.Behavior.ScaleUp)
+	}
+
+	// A report handed back gives its policies, each once.
+	rep := report{Trace: "tr", Runs: []runResult{{Policy: pols[0], Repeat: 1}, {Policy: pols[1], Repeat: 1}, {Policy: pols[0], Repeat: 2},
+		{Policy: policy{Name: "gpu-80", Metric: metricGPU, Target: "800m"}}, {Policy: policy{Name: "fixed-4", Fixed: 4}}}}
+	raw, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := readPolicyFile(write("tr.json", string(raw)), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]policy{pols[0], pols[1], rep.Runs[3].Policy, rep.Runs[4].Policy}, back, cmp.AllowUnexported(policy{})); diff != "" {
+		t.Errorf("policies of a report handed back (-want +got):\n%s", diff)
+	}
+
+	// An HPA of a cluster: its workload becomes the fleet.
+	hpaFile := write("hpa.yaml", `
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: vllm, namespace: prod}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: vllm}
+  minReplicas: 1
+  maxReplicas: 8
+  metrics:
+  - type: Object
+    object:
+      describedObject: {apiVersion: apps/v1, kind: Deployment, name: vllm}
+      metric: {name: inference_demand_per_replica}
+      target: {type: Value, value: "4"}
+`)
+	got, err := readPolicyFile(hpaFile, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != "vllm" || got[0].Spec.ScaleTargetRef != deploymentRef() || got[0].Spec.Metrics[0].Object.DescribedObject != deploymentRef() {
+		t.Errorf("policy of an HPA: %+v", got)
+	}
+
+	// A List, as kubectl get hpa -A -o yaml writes it: the shootout's own
+	// HPAs are named after their namespace.
+	listFile := write("list.yaml", `
+apiVersion: v1
+kind: List
+items:
+- apiVersion: autoscaling/v2
+  kind: HorizontalPodAutoscaler
+  metadata: {name: model, namespace: shootout-queue-3}
+  spec:
+    maxReplicas: 8
+    scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: model}
+    metrics:
+    - {type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: "3"}}}
+`)
+	if got, err := readPolicyFile(listFile, 8); err != nil || len(got) != 1 || got[0].Name != "queue-3" || family(got[0]) != "queue" {
+		t.Errorf("policies of a List: %+v (%v), want queue-3", got, err)
+	}
+
+	for _, tc := range []struct{ name, text, want string }{
+		{"unknown field", "policies:\n- name: x\n  spec: {metrics: [], sideways: 1}\n", `unknown field "sideways"`},
+		{"no spec", "policies:\n- name: x\n", `policy 1 ("x"): no spec`},
+		{"bad name", "policies:\n- name: X_1\n  spec: {metrics: [{type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: '1'}}}]}\n", `policy "X_1": the name`},
+		{"no metrics", "policies:\n- name: x\n  spec: {maxReplicas: 4}\n", `policy "x": no metrics`},
+		{"resource metric", "policies:\n- name: x\n  spec: {metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}}]}\n", `type "Resource" is not run`},
+		{"utilization target", "policies:\n- name: x\n  spec: {metrics: [{type: Pods, pods: {metric: {name: gpu_utilization}, target: {type: Utilization, averageUtilization: 50}}}]}\n", `target type "Utilization"`},
+		{"zero target", "policies:\n- name: x\n  spec: {metrics: [{type: Object, object: {metric: {name: inference_demand_per_replica}, target: {type: Value, value: '0'}}}]}\n", "positive quantity"},
+		{"other object", "policies:\n- name: x\n  spec: {metrics: [{type: Object, object: {describedObject: {kind: Service, name: front, apiVersion: v1}, metric: {name: inference_front_door_pending_requests}, target: {type: Value, value: '1'}}}]}\n", "describedObject Service"},
+		{"too many replicas", "policies:\n- name: x\n  spec: {maxReplicas: 20, metrics: [{type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: '1'}}}]}\n", "maxReplicas <= 8"},
+		{"bad behavior", "policies:\n- name: x\n  spec: {behavior: {scaleDown: {stabilizationWindowSeconds: 7200}}, metrics: [{type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: '1'}}}]}\n", "behavior.scaleDown.stabilizationWindowSeconds 7200"},
+		{"other workload", "policies:\n- name: x\n  spec: {scaleTargetRef: {kind: StatefulSet, name: db, apiVersion: apps/v1}, metrics: [{type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: '1'}}}]}\n", "scaleTargetRef StatefulSet"},
+		{"something else", "kind: ConfigMap\n", "want {\"policies\""},
+		{"not YAML", "policies: [\n", "not JSON or YAML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.text)
+			_, err := readPolicyFile(path, 8)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %v, want one naming %s and %q", err, path, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseFlagsPolicySources: -policies defaults to none beside
+// -policy-file or -sweep; names are unique across the sources.
+func TestParseFlagsPolicySources(t *testing.T) {
+	getenv := func(string) string { return "/bin" }
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(file, []byte("policies:\n- name: queue-3\n  spec: {metrics: [{type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: '3'}}}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags([]string{"-policy-file", file}, getenv)
+	if err != nil || len(cfg.pols) != 1 || cfg.pols[0].Name != "queue-3" {
+		t.Errorf("-policy-file alone: %+v (%v), want its one policy", cfg.pols, err)
+	}
+	if _, err := parseFlags([]string{"-policy-file", file, "-policies", "gpu-80,queue-3"}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
+		t.Errorf("a name in -policies and the file: %v, want it refused", err)
+	}
+	cfg, err = parseFlags([]string{"-policy-file", file, "-policies", "gpu-80", "-repeats", "1"}, getenv)
+	if err != nil || len(cfg.pols) != 2 || cfg.repeats != 1 {
+		t.Errorf("-policies and -policy-file: %d policies, %d repeats (%v)", len(cfg.pols), cfg.repeats, err)
+	}
+	if _, err := parseFlags([]string{"-repeats", "0"}, getenv); err == nil || !strings.Contains(err.Error(), "-repeats") {
+		t.Errorf("-repeats 0: %v", err)
+	}
+	if _, err := parseFlags([]string{"-policies", "none"}, getenv); err == nil || !strings.Contains(err.Error(), "no policies") {
+		t.Errorf("-policies none: %v", err)
+	}
+	if cfg, err := parseFlags([]string{"-seed", "7"}, getenv); err != nil || cfg.seed != 7 || cfg.repeats != 3 {
+		t.Errorf("-seed 7: seed %d, repeats %d (%v), want 7 and the default 3", cfg.seed, cfg.repeats, err)
+	}
+	if cfg, err := parseFlags(nil, getenv); err != nil || cfg.seed == 0 {
+		t.Errorf("no -seed: seed %d (%v), want one drawn from the clock", cfg.seed, err)
+	}
+}
