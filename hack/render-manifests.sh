@@ -3,9 +3,12 @@
 # use Helm. Usage: hack/render-manifests.sh [output-dir] (default: manifests).
 #
 # manifests/inference-metrics-adapter.yaml is the chart with its default values
-# except tls.type=cert-manager: the chart's own certificates are random per
+# except tls.type=cert-manager (the chart's own certificates are random per
 # render, and a private key checked into the repository would be shared by
-# every install. manifests/gpu-agent.yaml is the gpu-agent DaemonSet and its
+# every install) and apiNetworkPolicy.enabled=false (kube-apiserver's addresses
+# differ per cluster): manifests/api-networkpolicy.yaml is that policy with a
+# placeholder that kubectl refuses until it is replaced. manifests/gpu-agent.yaml
+# is the gpu-agent's namespace (Pod Security privileged), DaemonSet and
 # NetworkPolicy (only the adapter's pods reach the agent).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,16 +38,27 @@ metadata:
   name: $namespace
   labels:
     app.kubernetes.io/part-of: inference-metrics-adapter
+    pod-security.kubernetes.io/enforce: restricted
 NS
   "$helm" template "$release" "$chart" --namespace "$namespace" --kube-version "$kube_version" \
-    --set tls.type=cert-manager
+    --set tls.type=cert-manager --set apiNetworkPolicy.enabled=false
 } > "$out/inference-metrics-adapter.yaml"
 
 {
-  header "The gpu-agent DaemonSet for GPU nodes (NVIDIA container runtime as runtimeClassName nvidia) and its NetworkPolicy. Apply after inference-metrics-adapter.yaml, in its namespace: the adapter trusts only agents there."
+  header "Admits only kube-apiserver to the adapter's HTTPS port. Replace REPLACE-WITH-CONTROL-PLANE-CIDR (kubectl refuses it) with the addresses kube-apiserver reaches pods from: see docs/install.md."
+  "$helm" template "$release" "$chart" --namespace "$namespace" --kube-version "$kube_version" \
+    --set tls.type=cert-manager --set 'apiNetworkPolicy.controlPlaneCIDRs={192.0.2.1/32}' \
+    --show-only templates/api-networkpolicy.yaml |
+    sed 's|"192.0.2.1/32"|"REPLACE-WITH-CONTROL-PLANE-CIDR"|'
+} > "$out/api-networkpolicy.yaml"
+
+{
+  header "The gpu-agent for GPU nodes (NVIDIA container runtime as runtimeClassName nvidia): its namespace $namespace-gpu-agent (Pod Security privileged: user 0 and a hostPath), DaemonSet and NetworkPolicy. Apply after inference-metrics-adapter.yaml: the adapter trusts only agents in that namespace."
   "$helm" template "$release" "$chart" --namespace "$namespace" --kube-version "$kube_version" \
     --set gpuAgent.enabled=true --set gpuAgent.runtimeClassName=nvidia \
+    --set apiNetworkPolicy.enabled=false \
+    --show-only templates/gpu-agent-namespace.yaml \
     --show-only templates/gpu-agent-daemonset.yaml \
     --show-only templates/gpu-agent-networkpolicy.yaml
 } > "$out/gpu-agent.yaml"
-echo "rendered $out/inference-metrics-adapter.yaml $out/gpu-agent.yaml" >&2
+echo "rendered $out/inference-metrics-adapter.yaml $out/api-networkpolicy.yaml $out/gpu-agent.yaml" >&2

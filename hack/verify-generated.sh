@@ -9,7 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 # the rest of the test tools, cached), which takes minutes and says so.
 "$root/hack/render-manifests.sh" "$tmp"
 status=0
-for f in inference-metrics-adapter.yaml gpu-agent.yaml; do
+for f in inference-metrics-adapter.yaml api-networkpolicy.yaml gpu-agent.yaml; do
   if ! diff -u "$root/manifests/$f" "$tmp/$f" >"$tmp/$f.diff"; then
     echo "manifests/$f is out of date with the chart: run hack/render-manifests.sh (make manifests)" >&2
     head -n 40 "$tmp/$f.diff" >&2

@@ -39,6 +39,8 @@ const (
 	namespace   = framework.ChartNamespace
 	kubeVersion = framework.KubeVersion
 	agentName   = "inference-metrics-adapter-gpu-agent"
+	// agentNamespace is the gpu-agent's namespace by default.
+	agentNamespace = namespace + "-gpu-agent"
 )
 
 // helmBinary returns the helm executable or skips t.
@@ -77,18 +79,24 @@ func ciValues(t *testing.T) []string {
 	return names
 }
 
+// requiredValues are the values the chart cannot default: every ci/*-values.yaml
+// sets them, and a render with the chart's defaults alone ("") adds them.
+var requiredValues = []string{"--set", "apiNetworkPolicy.controlPlaneCIDRs={192.0.2.10/32}"}
+
 func render(t *testing.T, helm, ci string, extra ...string) (string, error) {
 	t.Helper()
 	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion}
 	if ci != "" {
 		args = append(args, "-f", framework.ChartCIValues(chartDir, ci))
+	} else {
+		args = append(args, requiredValues...)
 	}
 	return runHelm(t, helm, append(args, extra...)...)
 }
 
 // secretLine matches the lines whose values are random per render (the
 // chart's own certificates) or derived from them.
-var secretLine = regexp.MustCompile(`(?m)^(\s*(?:caBundle|ca\.crt|tls\.crt|tls\.key|checksum/tls):) \S+$`)
+var secretLine = regexp.MustCompile(`(?m)^(\s*(?:caBundle|ca\.crt|tls\.crt|tls\.key|checksum/tls|inference-metrics-adapter/not-after):) \S+$`)
 
 // mask replaces certificate data with a placeholder so that goldens are stable.
 func mask(s string) string { return secretLine.ReplaceAllString(s, "$1 <masked>") }
@@ -104,6 +112,8 @@ func TestLint(t *testing.T) {
 			args := []string{"lint", chartDir, "--strict", "--kube-version", kubeVersion, "--namespace", namespace}
 			if ci != "" {
 				args = append(args, "-f", framework.ChartCIValues(chartDir, ci))
+			} else {
+				args = append(args, requiredValues...)
 			}
 			if out, err := runHelm(t, helm, args...); err != nil {
 				t.Fatal(err)
@@ -398,8 +408,8 @@ func checkGPUAgent(t *testing.T, ci string, objs []object) {
 		if len(ds) != 0 {
 			t.Errorf("%d DaemonSets without gpuAgent.enabled", len(ds))
 		}
-		if n := len(byKind(objs, "NetworkPolicy")); n != 0 {
-			t.Errorf("%d NetworkPolicies without gpuAgent.enabled", n)
+		if n := len(agentPolicies(objs)); n != 0 {
+			t.Errorf("%d gpu-agent NetworkPolicies without gpuAgent.enabled", n)
 		}
 		return
 	}
@@ -508,8 +518,8 @@ func TestDefect1_AgentNamespaceAlwaysSet(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, c := deployment(t, decode(t, out))
-			if !hasArg(c, "--gpu-agent-namespace="+namespace) {
-				t.Errorf("adapter args lack --gpu-agent-namespace=%s: %v", namespace, c["args"])
+			if !hasArg(c, "--gpu-agent-namespace="+agentNamespace) {
+				t.Errorf("adapter args lack --gpu-agent-namespace=%s: %v", agentNamespace, c["args"])
 			}
 			if got := str(envSource(c, "POD_NAMESPACE"), "fieldRef", "fieldPath"); got != "metadata.namespace" {
 				t.Errorf("POD_NAMESPACE from %q, want the downward API's metadata.namespace", got)
@@ -538,7 +548,8 @@ func TestDefect2_MemoryLimitPassed(t *testing.T) {
 
 // Defect 8: with adapter.namespaces set the chart still granted reading
 // pods and workloads cluster-wide. It now grants them by Roles in those
-// namespaces and the release's; what the API server library needs stays
+// namespaces and the gpu-agent's (where the chart runs the agent, or the
+// release's if it is there); what the API server library needs stays
 // cluster-wide (auth delegation) or in kube-system.
 func TestDefect8_RBACScopedToNamespaces(t *testing.T) {
 	helm := helmBinary(t)
@@ -549,8 +560,10 @@ func TestDefect8_RBACScopedToNamespaces(t *testing.T) {
 		wantRoles      []string // namespaces
 	}{
 		{"all namespaces", nil, true, nil},
-		{"listed namespaces", []string{"--set", "adapter.namespaces={team-a,team-b}"}, false, []string{"team-a", "team-b", namespace}},
-		{"release namespace listed", []string{"--set", "adapter.namespaces={team-a," + namespace + "}"}, false, []string{"team-a", namespace}},
+		{"listed namespaces", []string{"--set", "adapter.namespaces={team-a,team-b}"}, false, []string{"team-a", "team-b"}},
+		{"listed namespaces and the gpu-agent", []string{"--set", "adapter.namespaces={team-a,team-b}", "--set", "gpuAgent.enabled=true"}, false, []string{"team-a", "team-b", agentNamespace}},
+		{"agent namespace listed", []string{"--set", "adapter.namespaces={team-a," + agentNamespace + "}", "--set", "gpuAgent.enabled=true"}, false, []string{"team-a", agentNamespace}},
+		{"agent in the release namespace", []string{"--set", "adapter.namespaces={team-a}", "--set", "gpuAgent.namespace=" + namespace}, false, []string{"team-a", namespace}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -637,7 +650,7 @@ func TestDefect8_GracefulShutdown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := runHelm(t, helm, "template", release, chartDir, "--namespace", namespace, "--kube-version", tt.kubeVersion)
+			out, err := runHelm(t, helm, append([]string{"template", release, chartDir, "--namespace", namespace, "--kube-version", tt.kubeVersion}, requiredValues...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -704,9 +717,9 @@ func TestDefect9_GPUAgentLeastPrivilege(t *testing.T) {
 		t.Errorf("gpu-agent args lack --max-connections=16: %v", c["args"])
 	}
 
-	nps := byKind(objs, "NetworkPolicy")
+	nps := agentPolicies(objs)
 	if len(nps) != 1 {
-		t.Fatalf("%d NetworkPolicies, want the gpu-agent's", len(nps))
+		t.Fatalf("%d NetworkPolicies select the agent, want the gpu-agent's", len(nps))
 	}
 	np := nps[0]
 	if got := str(np, "spec", "podSelector", "matchLabels", "app.kubernetes.io/name"); got != agentName {
@@ -725,8 +738,8 @@ func TestDefect9_GPUAgentLeastPrivilege(t *testing.T) {
 		t.Fatalf("ingress from %v, want the adapter's pods only", from)
 	}
 	peer, _ := from[0].(map[string]any)
-	if peer["namespaceSelector"] != nil || peer["ipBlock"] != nil {
-		t.Errorf("ingress peer %v reaches beyond the release's namespace", peer)
+	if diff := cmp.Diff(map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": namespace}}, peer["namespaceSelector"]); diff != "" || peer["ipBlock"] != nil {
+		t.Errorf("ingress peer %v reaches beyond the adapter's namespace (-want +got namespaceSelector):\n%s", peer, diff)
 	}
 	if diff := cmp.Diff(map[string]any{"app.kubernetes.io/name": release, "app.kubernetes.io/instance": release}, get(peer, "podSelector", "matchLabels")); diff != "" {
 		t.Errorf("ingress peer is not the adapter's pods (-want +got):\n%s", diff)
@@ -740,8 +753,8 @@ func TestDefect9_GPUAgentLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(byKind(decode(t, out), "NetworkPolicy")); n != 0 {
-		t.Errorf("%d NetworkPolicies with gpuAgent.networkPolicy.enabled=false", n)
+	if n := len(agentPolicies(decode(t, out))); n != 0 {
+		t.Errorf("%d gpu-agent NetworkPolicies with gpuAgent.networkPolicy.enabled=false", n)
 	}
 }
 

@@ -106,8 +106,8 @@ func TestStampChart(t *testing.T) {
 				t.Errorf("stamped chart has version %q appVersion %q, want both %q", meta.Version, meta.AppVersion, tc.wantVersion)
 			}
 
-			rendered, err := runHelm(t, helm, "template", release, chart, "--namespace", namespace,
-				"--kube-version", kubeVersion, "--set", "gpuAgent.enabled=true")
+			rendered, err := runHelm(t, helm, append([]string{"template", release, chart, "--namespace", namespace,
+				"--kube-version", kubeVersion, "--set", "gpuAgent.enabled=true"}, requiredValues...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestStampChart(t *testing.T) {
 				t.Errorf("gpu-agent image %q, want %q", got, tc.wantAgent)
 			}
 
-			if out, err := runHelm(t, helm, "lint", chart); err != nil {
+			if out, err := runHelm(t, helm, append([]string{"lint", chart}, requiredValues...)...); err != nil {
 				t.Errorf("helm lint of the stamped chart: %v\n%s", err, out)
 			}
 			dist := t.TempDir()
