@@ -162,6 +162,12 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		}
 		cfg.pols = append(cfg.pols, pols...)
 	}
+	if cfg.probeFile != "" && len(cfg.traces) > 1 {
+		errs = append(errs, fmt.Errorf("-probe-file: a probe measures one trace's mix; give one -trace, not %d", len(cfg.traces)))
+	}
+	if cfg.probeFile != "" && !slices.ContainsFunc(cfg.sweeps, func(s sweep) bool { return slices.Contains(s.Targets, targetProbe) }) {
+		errs = append(errs, errors.New("-probe-file is used only by a -sweep FAMILY=...,probe"))
+	}
 	if err := checkNames(cfg.pols); err != nil {
 		errs = append(errs, err)
 	}

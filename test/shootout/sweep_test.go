@@ -1,0 +1,233 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
+)
+
+// recordedProbe is a probe result shaped as the code trace's in
+// docs/shootout.md: the capacity step (3.25 req/s per replica) had 0.25
+// requests waiting and 2.7 running on average, 16% of the KV cache used,
+// 3.2 completed requests and 93 output tokens per second.
+func recordedProbe() *probeResult {
+	f := func(v float64) *float64 { return &v }
+	return &probeResult{
+		How: "recorded",
+		Steps: []capacity.Step{
+			{Index: 0, Offered: 0.65, Pass: true, Throughput: 0.64, OutputTokens: 19, Server: capacity.Signals{Queue: f(0), Batch: f(0.4), KV: f(0.03)}},
+			{Index: 1, Offered: 3.25, Pass: true, Throughput: 3.2, OutputTokens: 93, Server: capacity.Signals{Queue: f(0.25), Batch: f(2.7), KV: f(0.16)}},
+			{Index: 2, Offered: 3.9, Pass: false, Throughput: 3.6, OutputTokens: 104, Server: capacity.Signals{Queue: f(4), Batch: f(3.1), KV: f(0.2)}},
+		},
+		Analysis: capacity.Analysis{Found: true, Capacity: 3.25, CapacityStep: 1, BestStep: -1, CheapestPerGood: -1},
+	}
+}
+
+func TestSweepFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    sweepFlag
+		wantErr string
+	}{
+		{args: []string{"gpu=0.4,0.6,0.8,0.9"}, want: sweepFlag{{Family: "gpu", Targets: []string{"0.4", "0.6", "0.8", "0.9"}}}},
+		{args: []string{"queue=1,2,3,5,probe", "fixed=1,2,4,8"}, want: sweepFlag{{Family: "queue", Targets: []string{"1", "2", "3", "5", "probe"}}, {Family: "fixed", Targets: []string{"1", "2", "4", "8"}}}},
+		{args: []string{"gpu=0.6,0.8,0.9"}, wantErr: "3 targets; a sweep needs at least 4"},
+		{args: []string{"gpu=0.6,0.8,0.9,probe"}, wantErr: "3 targets"},
+		{args: []string{"cpu=1,2,3,4"}, wantErr: `unknown family "cpu"`},
+		{args: []string{"gpu"}, wantErr: "want FAMILY=T1,T2"},
+		{args: []string{"queue=1,2,x,4"}, wantErr: `target "x" is not a positive quantity`},
+		{args: []string{"queue=1,2,0,4"}, wantErr: `target "0" is not a positive quantity`},
+		{args: []string{"queue=1,2,2,4"}, wantErr: `target "2" given twice`},
+		{args: []string{"fixed=1,2,3,probe"}, wantErr: "no probe-derived target"},
+		{args: []string{"fixed=1,2,3,4.5"}, wantErr: "replica count"},
+		{args: []string{"kv=0.1,0.2,0.3,0.4", "kv=0.5,0.6,0.7,0.8"}, wantErr: "family kv swept twice"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var f sweepFlag
+			var err error
+			for _, a := range tc.args {
+				if err = f.Set(a); err != nil {
+					break
+				}
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, f); diff != "" {
+				t.Errorf("sweeps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSweepPolicies generates the policies of sweeps, the probe-derived
+// targets from the recorded probe.
+func TestSweepPolicies(t *testing.T) {
+	var f sweepFlag
+	for _, a := range []string{"gpu=0.4,0.6,0.8,0.9", "demand=1,2,3,4,probe", "queue=0.5,1,3,5,probe", "batch=1,2,4,8,probe", "kv=0.05,0.1,0.2,0.4,probe",
+		"rps=1,2,3,4,probe", "tokens=50,100,150,200,probe", "fixed=1,2,4,8"} {
+		if err := f.Set(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pols, err := sweepPolicies(f, recordedProbe(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range pols {
+		got[p.Name] = family(p) + " " + p.metricText() + " " + p.targetText()
+	}
+	want := map[string]string{
+		"gpu-400m": "gpu gpu_utilization 400m", "gpu-600m": "gpu gpu_utilization 600m", "gpu-800m": "gpu gpu_utilization 800m", "gpu-900m": "gpu gpu_utilization 900m",
+		"demand-1": "demand object/inference_demand_per_replica 1 (Value)", "demand-2": "demand object/inference_demand_per_replica 2 (Value)",
+		"demand-3": "demand object/inference_demand_per_replica 3 (Value)", "demand-4": "demand object/inference_demand_per_replica 4 (Value)",
+		"demand-probe": "demand object/inference_demand_per_replica 2360m (Value)", // (0.25 + 2.7) × 0.8
+		"queue-500m": "queue inference_queue_size 500m", "queue-1": "queue inference_queue_size 1", "queue-3": "queue inference_queue_size 3", "queue-5": "queue inference_queue_size 5",
+		"queue-probe": "queue inference_queue_size 200m", // 0.25 × 0.8
+		"batch-1": "batch inference_batch_size 1", "batch-2": "batch inference_batch_size 2", "batch-4": "batch inference_batch_size 4", "batch-8": "batch inference_batch_size 8",
+		"batch-probe": "batch inference_batch_size 2160m", // 2.7 × 0.8
+		"kv-50m": "kv inference_kv_cache_usage 50m", "kv-100m": "kv inference_kv_cache_usage 100m", "kv-200m": "kv inference_kv_cache_usage 200m", "kv-400m": "kv inference_kv_cache_usage 400m",
+		"kv-probe": "kv inference_kv_cache_usage 128m", // 0.16 × 0.8
+		"rps-1": "rps inference_requests_per_second 1", "rps-2": "rps inference_requests_per_second 2", "rps-3": "rps inference_requests_per_second 3", "rps-4": "rps inference_requests_per_second 4",
+		"rps-probe": "rps inference_requests_per_second 2560m", // 3.2 × 0.8
+		"tokens-50": "tokens inference_generation_tokens_per_second 50", "tokens-100": "tokens inference_generation_tokens_per_second 100",
+		"tokens-150": "tokens inference_generation_tokens_per_second 150", "tokens-200": "tokens inference_generation_tokens_per_second 200",
+		"tokens-probe": "tokens inference_generation_tokens_per_second 74400m", // 93 × 0.8
+		"fixed-1": "fixed  1 replicas", "fixed-2": "fixed  2 replicas", "fixed-4": "fixed  4 replicas", "fixed-8": "fixed  8 replicas",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sweep policies (-want +got):\n%s", diff)
+	}
+	for _, p := range pols {
+		if strings.HasSuffix(p.Name, "-probe") && !strings.Contains(p.Why, "at the SLO capacity (3.25 req/s per replica)") {
+			t.Errorf("%s: why %q does not say where the target comes from", p.Name, p.Why)
+		}
+	}
+	if err := checkNames(pols); err != nil {
+		t.Error(err)
+	}
+
+	// Without a recorded probe the probe-derived policies wait for the
+	// probe run on the trace.
+	var q sweepFlag
+	if err := q.Set("queue=1,2,3,5,probe"); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := sweepPolicies(q, nil, 8)
+	if err != nil || len(pending) != 5 || pending[4].probeFamily != "queue" || pending[4].isHPA() {
+		t.Fatalf("pending %+v (%v)", pending, err)
+	}
+	resolved, err := resolveProbePolicies(pending, recordedProbe(), 8)
+	if err != nil || resolved[4].targetText() != "200m" || resolved[4].probeFamily != "" || pending[4].probeFamily != "queue" {
+		t.Errorf("resolved %+v (%v)", resolved, err)
+	}
+}
+
+// TestProbeTargetRefused: what the probe did not measure is not made up.
+func TestProbeTargetRefused(t *testing.T) {
+	noQueue := recordedProbe()
+	noQueue.Steps[1].Server.Queue = nil
+	notFound := recordedProbe()
+	notFound.Analysis = capacity.Analysis{CapacityStep: -1}
+	for _, tc := range []struct {
+		name  string
+		fam   string
+		probe *probeResult
+		want  string
+	}{
+		{"gpu", "gpu", recordedProbe(), "does not measure the gpu signal"},
+		{"no queue measured", "demand", noQueue, "did not measure the queue and batch at capacity"},
+		{"no capacity", "queue", notFound, "found no capacity"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := probePolicy(tc.fam, tc.probe, 8)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "-sweep "+tc.fam+"=probe") {
+				t.Errorf("error %v, want one naming -sweep %s=probe and %q", err, tc.fam, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadProbeFile reads the probe of a shootout report and a capacity
+// report, and refuses another file.
+func TestReadProbeFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, v any) string {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	probe := recordedProbe()
+	fromReport, err := readProbeFile(write("tr.json", report{Trace: "tr", Capacity: probe}))
+	if err != nil || fromReport.Analysis.Capacity != 3.25 || len(fromReport.Steps) != 3 {
+		t.Errorf("probe of a shootout report: %+v (%v)", fromReport, err)
+	}
+	fromCapacity, err := readProbeFile(write("capacity.json", capacity.Report{Steps: probe.Steps, Analysis: probe.Analysis}))
+	if err != nil || fromCapacity.Analysis.CapacityStep != 1 {
+		t.Errorf("probe of a capacity report: %+v (%v)", fromCapacity, err)
+	}
+	if p, err := probePolicy("batch", fromCapacity, 8); err != nil || p.targetText() != "2160m" {
+		t.Errorf("batch target of the capacity report: %+v (%v)", p, err)
+	}
+	other := write("other.json", map[string]int{"x": 1})
+	if _, err := readProbeFile(other); err == nil || !strings.Contains(err.Error(), other) {
+		t.Errorf("a file without a probe: %v", err)
+	}
+}
+
+func TestParseFlagsSweep(t *testing.T) {
+	getenv := func(string) string { return "/bin" }
+	cfg, err := parseFlags([]string{"-sweep", "queue=1,2,3,5", "-sweep", "fixed=1,2,4,8"}, getenv)
+	if err != nil || len(cfg.pols) != 8 {
+		t.Errorf("two sweeps: %d policies (%v), want 8 (and no default policy)", len(cfg.pols), err)
+	}
+	if _, err := parseFlags([]string{"-sweep", "queue=1,2,3,5", "-policies", "queue-3"}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
+		t.Errorf("a sweep's name in -policies: %v", err)
+	}
+	if _, err := parseFlags([]string{"-sweep", "queue=1,2,3"}, getenv); err == nil || !strings.Contains(err.Error(), "-sweep") {
+		t.Errorf("a short sweep: %v", err)
+	}
+	probe := filepath.Join(t.TempDir(), "tr.json")
+	raw, err := json.Marshal(report{Trace: "tr", Capacity: recordedProbe()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(probe, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = parseFlags([]string{"-trace", "a.csv", "-sweep", "batch=1,2,3,4,probe", "-probe-file", probe}, getenv)
+	if err != nil || len(cfg.pols) != 5 || cfg.pols[4].targetText() != "2160m" {
+		t.Errorf("-probe-file: %+v (%v), want batch-probe at 2160m", cfg.pols, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-sweep", "batch=1,2,3,4,probe", "-probe-file", probe}, "give one -trace"},
+		{[]string{"-trace", "a.csv", "-sweep", "batch=1,2,3,4", "-probe-file", probe}, "-probe-file is used only by"},
+		{[]string{"-trace", "a.csv", "-sweep", "gpu=1,2,3,4,probe", "-probe-file", probe}, "does not measure the gpu signal"},
+	} {
+		if _, err := parseFlags(tc.args, getenv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
