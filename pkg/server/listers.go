@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,9 +94,11 @@ type watched struct {
 // adapter does not read (tolerations, images, resources, probes, statuses,
 // managed fields) stays reachable. What is kept:
 //
-//   - metadata: name, namespace, UID, resourceVersion, labels, annotations,
-//     owner references, creation and deletion timestamps (targets, the
-//     gpu-agent's trust, the choice between pods sharing an IP);
+//   - metadata: name, namespace, UID, resourceVersion, labels, the
+//     annotations the adapter reads (podAnnotationsRead; a tenant's other
+//     annotations, up to 256 KiB a pod, are dropped), owner references,
+//     creation and deletion timestamps (targets, the gpu-agent's trust, the
+//     choice between pods sharing an IP);
 //   - spec: the node, hostNetwork, and each container that declares ports,
 //     with its name and the ports' names and numbers (the scrape port);
 //   - status: phase, pod IP and the Ready condition's status (Running, Ready).
@@ -103,9 +107,13 @@ type watched struct {
 // TestSlimPodKeepsWhatTheAdapterReads lists them. Parts that many pods hold
 // alike (labels, annotations, owner references, the containers' ports, the
 // Ready condition) are shared between the pods that hold them (sharedParts).
+// A tombstone's pod is slimmed too (see inTombstone).
 func (sp *sharedParts) slimPod(obj interface{}) (interface{}, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			return inTombstone(t, sp.slimPod)
+		}
 		return obj, nil
 	}
 	return &corev1.Pod{
@@ -116,7 +124,7 @@ func (sp *sharedParts) slimPod(obj interface{}) (interface{}, error) {
 			UID:               p.UID,
 			ResourceVersion:   p.ResourceVersion,
 			Labels:            sp.stringMap(sp.labels, p.Labels),
-			Annotations:       sp.stringMap(sp.annotations, p.Annotations),
+			Annotations:       sp.stringMap(sp.annotations, readAnnotations(p.Annotations)),
 			OwnerReferences:   sp.ownerRefs(p.OwnerReferences),
 			CreationTimestamp: p.CreationTimestamp,
 			DeletionTimestamp: p.DeletionTimestamp,
@@ -145,10 +153,16 @@ func newWatched(newFactory func(ns string) informers.SharedInformerFactory, name
 		f := newFactory(ns)
 		pi := f.Core().V1().Pods()
 		if err := pi.Informer().SetTransform(shared.slimPod); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("slimming cached pods: %w", err)
 		}
 		di := f.Apps().V1().Deployments()
+		if err := di.Informer().SetTransform(slimDeployment); err != nil {
+			return nil, fmt.Errorf("slimming cached deployments: %w", err)
+		}
 		si := f.Apps().V1().StatefulSets()
+		if err := si.Informer().SetTransform(slimStatefulSet); err != nil {
+			return nil, fmt.Errorf("slimming cached statefulsets: %w", err)
+		}
 		w.synced = append(w.synced, pi.Informer().HasSynced, di.Informer().HasSynced, si.Informer().HasSynced)
 		w.podInformers = append(w.podInformers, pi.Informer())
 		w.factories = append(w.factories, f)

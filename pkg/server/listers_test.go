@@ -1,13 +1,13 @@
 package server
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -85,7 +85,9 @@ func TestSlimPodKeepsWhatTheAdapterReads(t *testing.T) {
 		TypeMeta: full.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: full.Name, Namespace: full.Namespace, UID: full.UID, ResourceVersion: full.ResourceVersion,
-			Labels: full.Labels, Annotations: full.Annotations, OwnerReferences: full.OwnerReferences,
+			Labels: full.Labels, OwnerReferences: full.OwnerReferences,
+			// Not kubectl's restartedAt: the adapter does not read it.
+			Annotations:       map[string]string{targets.AnnotationScrape: "true", targets.AnnotationMaxBatchSize: "256"},
 			CreationTimestamp: full.CreationTimestamp, DeletionTimestamp: full.DeletionTimestamp,
 		},
 		Spec:   corev1.PodSpec{NodeName: "gpu-node-3", Containers: []corev1.Container{{Name: "vllm", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}, {Name: "metrics", ContainerPort: 8001}}}}},
@@ -115,6 +117,12 @@ func TestSlimPodAnswersAlike(t *testing.T) {
 		{"no ports", func(p *corev1.Pod) { p.Spec.Containers[1].Ports = nil }},
 		{"host network", func(p *corev1.Pod) { p.Spec.HostNetwork = true }},
 		{"a DaemonSet's", func(p *corev1.Pod) { p.OwnerReferences[0].Kind = "DaemonSet" }},
+		{"path annotation", func(p *corev1.Pod) { p.Annotations[targets.AnnotationPath] = "/stats" }},
+		{"server annotation", func(p *corev1.Pod) { p.Annotations[targets.AnnotationServer] = "tgi" }},
+		{"unknown server", func(p *corev1.Pod) { p.Annotations[targets.AnnotationServer] = "nope" }},
+		{"front door", func(p *corev1.Pod) { p.Annotations[targets.AnnotationFrontDoor] = " svc " }},
+		{"not opted in", func(p *corev1.Pod) { delete(p.Annotations, targets.AnnotationScrape) }},
+		{"no annotation read", func(p *corev1.Pod) { p.Annotations = map[string]string{"example.com/note": "x"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,22 +136,16 @@ func TestSlimPodAnswersAlike(t *testing.T) {
 			derive := func(p *corev1.Pod) []any {
 				url, err := targets.Endpoint(p)
 				batch, hasBatch := targets.MaxBatchSize(p)
+				server, serverErr := targets.ForcedServer(p, nil)
+				door, isDoor := targets.FrontDoorFor(p)
 				return []any{targets.IsRunning(p), targets.IsReady(p), url, err == nil, batch, hasBatch,
+					server.String(), fmt.Sprint(serverErr), door, isDoor, p.Annotations[targets.AnnotationScrape],
 					trust.Trusted(p), p.Spec.NodeName, p.Spec.HostNetwork, p.UID, p.ResourceVersion, p.CreationTimestamp, labels.Set(p.Labels).String()}
 			}
 			if diff := cmp.Diff(derive(full), derive(slim)); diff != "" {
 				t.Errorf("derived from the slim pod differs (-full +slim):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestSlimPodPassesOtherObjects(t *testing.T) {
-	for _, obj := range []interface{}{&appsv1.Deployment{}, cache.DeletedFinalStateUnknown{Key: "ns/p"}} {
-		got, err := newSharedParts().slimPod(obj)
-		if err != nil || !cmp.Equal(got, obj) {
-			t.Errorf("slimPod(%T) = %v, %v; want it unchanged", obj, got, err)
-		}
 	}
 }
 

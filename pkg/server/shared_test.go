@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
 
 // TestSlimPodSharesAlikeParts: two pods of one ReplicaSet share their
@@ -27,7 +29,7 @@ func TestSlimPodSharesAlikeParts(t *testing.T) {
 	a, b := slim(fullPod(0)), slim(fullPod(1))
 	other := fullPod(2)
 	other.Labels = map[string]string{"app": "vllm", "pod-template-hash": "0000000"}
-	other.Annotations = map[string]string{"x": "y"}
+	other.Annotations = map[string]string{targets.AnnotationMaxBatchSize: "8"}
 	other.OwnerReferences[0].UID = "another-replicaset"
 	other.Spec.Containers[1].Ports[0].ContainerPort = 9000
 	other.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
@@ -55,7 +57,7 @@ func TestSlimPodSharesAlikeParts(t *testing.T) {
 	if got := c.Spec.Containers[0].Ports[0].ContainerPort; got != 9000 {
 		t.Errorf("the differing pod's port = %d, want 9000", got)
 	}
-	if c.Labels["pod-template-hash"] != "0000000" || c.Annotations["x"] != "y" || c.OwnerReferences[0].UID != "another-replicaset" || c.Status.Conditions[0].Status != corev1.ConditionFalse {
+	if c.Labels["pod-template-hash"] != "0000000" || c.Annotations[targets.AnnotationMaxBatchSize] != "8" || c.OwnerReferences[0].UID != "another-replicaset" || c.Status.Conditions[0].Status != corev1.ConditionFalse {
 		t.Errorf("the differing pod lost its own values: %v %v %v %v", c.Labels, c.Annotations, c.OwnerReferences, c.Status.Conditions)
 	}
 }
