@@ -75,7 +75,6 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	if !ok {
 		return nil, notFound(cinfo, fmt.Sprintf("unknown metric %q; served metrics: %s", info.Metric, servedNames()))
 	}
-	p.cfg.Latency.Ask(sig)
 	if err := checkSelectors(info.Metric, nil, metricSelector); err != nil {
 		return nil, err
 	}
@@ -88,6 +87,7 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
 	}
 	running := runningPods(pods)
+	p.cfg.Latency.Ask(sig, running) // before the first scrape: it parses their histograms then
 	p.want(ctx, namespace, podSel, running)
 	agg := p.aggregatePods(running, sig, modelMatcher(modelSel))
 	if agg.why.n > 0 {

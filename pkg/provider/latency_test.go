@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -43,10 +44,10 @@ func TestLatencyDemandAPI(t *testing.T) {
 	const ttl = 10 * time.Minute
 	clk := testclock.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	demand := NewLatencyDemand(ttl, clk)
-	var builtin *parse.Servers // nil: the built-in servers
-	parser := parse.NewParserFor(builtin.WithHistograms(demand.Wanted))
-	st := store.New()
 	podName := types.NamespacedName{Namespace: "ns", Name: "a"}
+	var builtin *parse.Servers // nil: the built-in servers
+	parser := parse.NewParserFor(builtin.WithHistograms(func() bool { return demand.WantedFor(podName) }))
+	st := store.New()
 
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if err := idx.Add(pod("a", map[string]string{"app": "llm"}, true, true, nil)); err != nil {
@@ -78,7 +79,7 @@ func TestLatencyDemandAPI(t *testing.T) {
 		path    string  // "": no question
 		code    int
 		want    string // the value on a 200, a piece of the message on a 404
-		wanted  bool   // demand.Wanted() after the step
+		wanted  bool   // demand.WantedFor(the pod) after the step
 	}{
 		{name: "no ask: parsed without histograms", scrape: &scrape{0, [4]float64{100, 100, 100, 100}}, skipped: true},
 		{name: "a rate is served and asks nothing", advance: 5 * time.Second, scrape: &scrape{500, [4]float64{200, 200, 200, 200}}, skipped: true,
@@ -124,40 +125,82 @@ func TestLatencyDemandAPI(t *testing.T) {
 				t.Errorf("%s: body %s lacks %q", step.name, body, step.want)
 			}
 		}
-		if got := demand.Wanted(); got != step.wanted {
-			t.Errorf("%s: Wanted() = %v, want %v", step.name, got, step.wanted)
+		if got := demand.WantedFor(podName); got != step.wanted {
+			t.Errorf("%s: WantedFor(%s) = %v, want %v", step.name, podName, got, step.wanted)
 		}
 	}
 }
 
 // TestLatencyDemand checks the switch alone: only percentiles ask, an ask
-// lasts the TTL, and a TTL of zero wants the histograms always.
+// lasts the TTL for the pods it covers and no other, and a TTL of zero
+// wants the histograms always.
 func TestLatencyDemand(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a := pod("a", nil, true, true, nil)
+	b := pod("b", nil, true, true, nil)
+	elsewhere := pod("a", nil, true, true, nil)
+	elsewhere.Namespace = "other"
+	type ask struct {
+		sig  catalog.Signal
+		pods []*corev1.Pod
+	}
 	for _, tc := range []struct {
 		name  string
 		ttl   time.Duration
-		ask   []catalog.Signal
+		asks  []ask
 		after time.Duration
-		want  bool
+		want  map[*corev1.Pod]bool // absent: false
 	}{
-		{"never asked", time.Minute, nil, 0, false},
-		{"a percentile asks", time.Minute, []catalog.Signal{catalog.E2ELatencyP99}, 0, true},
-		{"within the TTL", time.Minute, []catalog.Signal{catalog.TimeToFirstTokenP90}, 59 * time.Second, true},
-		{"past the TTL", time.Minute, []catalog.Signal{catalog.TimeToFirstTokenP90}, time.Minute, false},
-		{"a rate or a gauge does not ask", time.Minute, []catalog.Signal{catalog.GenerationTokensPerSecond, catalog.QueueSize}, 0, false},
-		{"TTL 0: always", 0, nil, 0, true},
+		{"never asked", time.Minute, nil, 0, nil},
+		{"a percentile asks for its pods", time.Minute, []ask{{catalog.E2ELatencyP99, []*corev1.Pod{a}}}, 0, map[*corev1.Pod]bool{a: true}},
+		{"within the TTL", time.Minute, []ask{{catalog.TimeToFirstTokenP90, []*corev1.Pod{a, b}}}, 59 * time.Second, map[*corev1.Pod]bool{a: true, b: true}},
+		{"past the TTL", time.Minute, []ask{{catalog.TimeToFirstTokenP90, []*corev1.Pod{a}}}, time.Minute, nil},
+		{"a pod of the same name in another namespace is another pod", time.Minute, []ask{{catalog.TimeToFirstTokenP90, []*corev1.Pod{elsewhere}}}, 0, map[*corev1.Pod]bool{elsewhere: true}},
+		{"a rate or a gauge does not ask", time.Minute, []ask{{catalog.GenerationTokensPerSecond, []*corev1.Pod{a}}, {catalog.QueueSize, []*corev1.Pod{a}}}, 0, nil},
+		{"TTL 0: always, for every pod", 0, nil, 0, map[*corev1.Pod]bool{a: true, b: true, elsewhere: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testclock.NewFakeClock(t0)
 			d := NewLatencyDemand(tc.ttl, clk)
-			for _, s := range tc.ask {
-				d.Ask(s)
+			for _, q := range tc.asks {
+				d.Ask(q.sig, q.pods)
 			}
 			clk.Step(tc.after)
-			if got := d.Wanted(); got != tc.want {
-				t.Errorf("Wanted() = %v, want %v", got, tc.want)
+			for _, p := range []*corev1.Pod{a, b, elsewhere} {
+				key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+				if got := d.WantedFor(key); got != tc.want[p] {
+					t.Errorf("WantedFor(%s) = %v, want %v", key, got, tc.want[p])
+				}
 			}
 		})
+	}
+}
+
+// TestLatencyDemandForgetsPods: a pod's entry outlives its last question
+// by the TTL at most (the next question's sweep drops it), so the entries
+// follow the pods asked about lately, not every pod ever asked about; and
+// a question repeated within the refresh interval keeps the entry.
+func TestLatencyDemandForgetsPods(t *testing.T) {
+	const ttl = time.Minute
+	clk := testclock.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	d := NewLatencyDemand(ttl, clk)
+	var old []*corev1.Pod
+	for i := range 100 {
+		old = append(old, pod(fmt.Sprint("old-", i), nil, true, true, nil))
+	}
+	d.Ask(catalog.TimeToFirstTokenP90, old)
+	kept := pod("kept", nil, true, true, nil)
+	for range 4 {
+		clk.Step(ttl / 2)
+		d.Ask(catalog.TimeToFirstTokenP90, []*corev1.Pod{kept})
+	}
+	d.mu.RLock()
+	n := len(d.pods)
+	d.mu.RUnlock()
+	if n != 1 {
+		t.Errorf("%d entries two TTLs after the old pods' question, want 1 (the pod still asked about)", n)
+	}
+	if !d.WantedFor(types.NamespacedName{Namespace: "ns", Name: "kept"}) {
+		t.Error("the pod asked about every half TTL is not wanted")
 	}
 }

@@ -220,7 +220,6 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return nil, err
 	}
-	p.cfg.Latency.Ask(sig)
 	if name.Namespace == "" {
 		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace (/apis/custom.metrics.k8s.io/v1beta2/namespaces/NAMESPACE/%s/%s/%s)", info.GroupResource.String(), name.Name, info.GroupResource.String(), name.Name, info.Metric))
 	}
@@ -250,8 +249,10 @@ func (p *Provider) podByName(ctx context.Context, name types.NamespacedName, inf
 	if newer, ok := p.shadowed(pod); ok {
 		return nil, notFound(info, fmt.Sprintf("pod %s/%s: %s", name.Namespace, name.Name, shadowedMessage(newer)))
 	}
-	// The pod alone is wanted: neither its siblings nor, for a pod
-	// without labels, its whole namespace.
+	// The pod alone is wanted, and its histograms parsed for a
+	// percentile: neither its siblings' nor, for a pod without labels,
+	// its whole namespace's.
+	p.cfg.Latency.Ask(sig, []*corev1.Pod{pod})
 	if p.demand != nil {
 		p.demand.WantPod(ctx, pod)
 	}
@@ -284,7 +285,6 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err != nil {
 		return nil, err
 	}
-	p.cfg.Latency.Ask(sig)
 	if selector == nil {
 		selector = labels.Everything()
 	}
@@ -313,6 +313,7 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	running := runningPods(pods)
 	if scrapedOnly {
 		running = p.scrapedPods(running)
+		p.cfg.Latency.Ask(sig, running)
 		if len(running) == 0 {
 			return nil, notFound(info, fmt.Sprintf("no pod matching %q in %s has been scraped; a question without a namespace or a labelSelector only reads pods already scraped: ask within a namespace with a labelSelector (as the HPA does), e.g. ?labelSelector=app%%3Dmy-model", selector.String(), namespaceWords(namespace)))
 		}
@@ -320,6 +321,8 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 		if len(running) == 0 {
 			return nil, notFound(info, noPodsMessage(namespace, selector, len(pods)))
 		}
+		// Before the first scrape: it parses their histograms then.
+		p.cfg.Latency.Ask(sig, running)
 		p.want(ctx, namespace, selector, running)
 	}
 	now := p.clock.Now()
@@ -445,6 +448,7 @@ func (p *Provider) objectValue(ctx context.Context, k kind, name types.Namespace
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
 	}
 	running := runningPods(pods)
+	p.cfg.Latency.Ask(sig, running) // before the first scrape: it parses their histograms then
 	if want {
 		p.want(ctx, name.Namespace, sel, running)
 	}

@@ -35,7 +35,10 @@ type worker struct {
 	br     *bufio.Reader // under gz; nil until the first gzip body
 	gz     *gzip.Reader  // nil until the first gzip body
 	parser *parse.Parser // nil until the first scrape
-	agent  *agentpage.Parser
+	// hist says whether the page being parsed is parsed with its latency
+	// histograms (Config.Histograms of its pod); the parser's switch reads it.
+	hist  bool
+	agent *agentpage.Parser
 
 	// job is the scrape the worker runs; done says it ended, when an exec
 	// goroutine ran it (see Manager.onStack).

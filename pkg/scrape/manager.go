@@ -514,7 +514,16 @@ func (m *Manager) onStack(w *worker) {
 // scrapeTarget scrapes t with w and records the outcome; see scrapeOnce.
 func (m *Manager) scrapeTarget(ctx context.Context, w *worker, t Target, ep *endpoint, epErr error, recordCanceled bool) error {
 	if w.parser == nil {
-		w.parser = parse.NewParserFor(m.cfg.Servers)
+		servers := m.cfg.Servers
+		if m.cfg.Histograms != nil {
+			// The parser asks once per page, inside ParseBy on this
+			// goroutine: w.hist is the pod's answer, set below.
+			servers = servers.WithHistograms(func() bool { return w.hist })
+		}
+		w.parser = parse.NewParserFor(servers)
+	}
+	if m.cfg.Histograms != nil && t.Kind == ModelServer {
+		w.hist = m.cfg.Histograms(t.Pod)
 	}
 
 	start := time.Now()

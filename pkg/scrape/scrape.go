@@ -119,6 +119,12 @@ type Config struct {
 	// Servers are the servers the workers' parsers know: the built-in ones
 	// and the custom ones of --server-config. nil means the built-in ones.
 	Servers *parse.Servers
+	// Histograms, when set, says for each model-server page whether its
+	// latency histograms' bucket lines are parsed: it is called with the
+	// target's pod before each parse, on the worker's goroutine, and must
+	// be cheap and safe for concurrent use. It replaces Servers' own switch
+	// (parse.Servers.WithHistograms). nil leaves that switch in charge.
+	Histograms func(pod types.NamespacedName) bool
 
 	// dispatchSlack replaces dispatchSlack(Interval) when set: for the
 	// benchmark that compares slacks.
