@@ -124,7 +124,7 @@ func TestDefect2_ModelsBound(t *testing.T) {
 		t.Fatalf("%d models: %v models, %v", DefaultMaxModels, got, err)
 	}
 	got, err = p.Parse(manyModels(DefaultMaxModels + 1))
-	if !errors.Is(err, ErrLimit) || got != nil || !strings.Contains(err.Error(), "more than 256 models") {
+	if !errors.Is(err, ErrLimit) || got != nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d models", DefaultMaxModels)) {
 		t.Fatalf("%d models: %v, %v; want nothing and ErrLimit naming the models bound", DefaultMaxModels+1, got, err)
 	}
 	p.SetLimits(Limits{MaxModels: 10})
@@ -172,7 +172,7 @@ func TestDefect3_ManyModelsLinearTime(t *testing.T) {
 
 // A parse past its deadline stops with ErrDeadline; nothing is returned.
 func TestDefect3_Deadline(t *testing.T) {
-	page := manyModels(100)
+	page := manyModels(DefaultMaxModels)
 	p := NewParser()
 	got, err := p.ParseBy(page, Unknown, time.Now().Add(-time.Second))
 	if !errors.Is(err, ErrDeadline) || got != nil {
@@ -183,7 +183,7 @@ func TestDefect3_Deadline(t *testing.T) {
 		t.Errorf("deadline error %v is also a syntax or limit error", err)
 	}
 	got, err = p.ParseBy(page, Unknown, time.Now().Add(time.Hour))
-	if err != nil || len(got.Models) != 100 {
+	if err != nil || len(got.Models) != DefaultMaxModels {
 		t.Fatalf("future deadline: %v, %v", got, err)
 	}
 }
@@ -327,7 +327,7 @@ func TestDefect8_DuplicateSeries(t *testing.T) {
 
 // TestDefect_AccumulatorsBoundedBetweenPages: the per-model accumulators
 // (3.5 KB each, histograms included) a page made the Parser grow are not
-// all kept for the pages after it. 256 models (the most a page may have)
+// all kept for the pages after it. 256 models (the most a page might have then)
 // are 880 KB; with the models bound once per server, one 192 KB page of
 // 256 models for each built-in server made 2,300 of them, 8 MB kept by
 // every worker's Parser that ever read such a page.
@@ -350,9 +350,9 @@ func TestDefect_AccumulatorsBoundedBetweenPages(t *testing.T) {
 		page   []byte
 		server Server
 	}{
-		{"256 models of one server", manyModels(DefaultMaxModels), Unknown},
-		{"256 models of every server", perServer(every, DefaultMaxModels), Unknown},
-		{"256 models of every server, parsed as vLLM", perServer(every, DefaultMaxModels), VLLMV1},
+		{"the bound's models of one server", manyModels(DefaultMaxModels), Unknown},
+		{"the bound's models of every server", perServer(every, DefaultMaxModels), Unknown},
+		{"the bound's models of every server, parsed as vLLM", perServer(every, DefaultMaxModels), VLLMV1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewParser()
@@ -405,12 +405,12 @@ func TestDefect_ModelsBoundPageWide(t *testing.T) {
 		servers   *Servers
 		wantLimit bool
 	}{
-		{"256 models of every built-in server", page(DefaultMaxModels, every...), nil, true},
+		{"the bound's models of every built-in server", page(DefaultMaxModels, every...), nil, true},
 		{"100 models of each of three servers", page(100, every[0], every[2], every[3]), nil, true},
-		{"255 vLLM models and TGI's one", page(DefaultMaxModels-1, every[0], every[1]), nil, false},
-		{"128 models of each of two servers", page(DefaultMaxModels/2, every[0], every[2]), nil, false},
+		{"one fewer vLLM models than the bound and TGI's one", page(DefaultMaxModels-1, every[0], every[1]), nil, false},
+		{"half the bound's models of each of two servers", page(DefaultMaxModels/2, every[0], every[2]), nil, false},
 		{"100 models of each of four custom servers", page(100, custom...), servers, true},
-		{"64 models of each of four custom servers", page(64, custom...), servers, false},
+		{"a quarter of the bound's models of each of four custom servers", page(DefaultMaxModels/4, custom...), servers, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewParserFor(tc.servers)

@@ -71,10 +71,12 @@ type Limits struct {
 }
 
 // Default bounds: far above what real servers write (model names are tens
-// of bytes, a server serves a handful of models and LoRA adapters).
+// of bytes, a server serves a handful of models and LoRA adapters). The
+// store keeps at most DefaultMaxModels models per pod too (store.MaxModels),
+// so a page with more is refused here, before it costs a parse.
 const (
 	DefaultMaxLabelValueBytes = 1024
-	DefaultMaxModels          = 256
+	DefaultMaxModels          = 64
 )
 
 // DefaultLimits returns the bounds NewParserFor starts with.
@@ -157,8 +159,8 @@ const maxRetainedEntries = 4096
 
 // maxRetainedAccums bounds the per-model accumulators (about 3.5 KB each,
 // their histograms included) a Parser keeps between pages: a page may make
-// up to Limits.MaxModels of them (880 KB at the default 256); more than
-// this are dropped and made again.
+// up to Limits.MaxModels of them (220 KB at the default 64, more under a
+// larger bound); more than this are dropped and made again.
 const maxRetainedAccums = 64
 
 // maxRetainedLoRALines bounds the adapter-list buffers a Parser keeps
