@@ -31,20 +31,20 @@ func (l AdapterList) String() string {
 // AdapterMatcher picks LoRA adapters by name; nil matches every adapter.
 type AdapterMatcher func(name string) bool
 
-// copyAdapters moves the models' adapters (the parser's memory) into sv's
-// own, reusing it from the previous page. At most parse.MaxAdapters per page.
-func (sv *servingEntry) copyAdapters() {
-	clear(sv.adapters)
-	sv.adapters = sv.adapters[:0]
-	for i := range sv.models {
-		m := &sv.models[i]
+// copyAdapters moves the models' adapters (the parser's memory) into g's
+// own, reusing its memory. At most parse.MaxAdapters per page.
+func (g *good) copyAdapters() {
+	clear(g.adapters[:cap(g.adapters)])
+	g.adapters = g.adapters[:0]
+	for i := range g.models {
+		m := &g.models[i]
 		if len(m.Adapters) == 0 {
 			m.Adapters = nil
 			continue
 		}
-		start := len(sv.adapters)
-		sv.adapters = append(sv.adapters, m.Adapters...)
-		m.Adapters = sv.adapters[start:len(sv.adapters):len(sv.adapters)]
+		start := len(g.adapters)
+		g.adapters = append(g.adapters, m.Adapters...)
+		m.Adapters = g.adapters[start:len(g.adapters):len(g.adapters)]
 	}
 }
 
@@ -67,9 +67,13 @@ func (s *Store) Adapter(pod types.NamespacedName, list AdapterList, match Adapte
 	if st := sv.status(now, maxAge); st != OK {
 		return sv.notOK(st, now)
 	}
+	g := sv.good
+	if g.over {
+		return Sample{Time: g.at, Status: Absent, Detail: g.overDetail()}
+	}
 	known, cut := false, false
-	for i := range sv.models {
-		m := &sv.models[i]
+	for i := range g.models {
+		m := &g.models[i]
 		if !m.Has.Has(catalog.LoRAAdaptersRunning) {
 			continue
 		}
@@ -81,15 +85,15 @@ func (s *Store) Adapter(pod types.NamespacedName, list AdapterList, match Adapte
 				in = a.Waiting
 			}
 			if in && (match == nil || match(a.Name)) {
-				return Sample{Value: 1, Time: sv.goodAt, Status: OK}
+				return Sample{Value: 1, Time: g.at, Status: OK}
 			}
 		}
 	}
 	switch {
 	case !known:
-		return Sample{Time: sv.goodAt, Status: Absent, Detail: fmt.Sprintf("page (%s) has no vllm:lora_requests_info series", sv.server) + refusedDetail(&sv.rejected)}
+		return Sample{Time: g.at, Status: Absent, Detail: fmt.Sprintf("page (%s) has no vllm:lora_requests_info series", g.server) + refusedDetail(&g.rejected)}
 	case cut:
-		return Sample{Time: sv.goodAt, Status: Absent, Detail: fmt.Sprintf("no selected adapter is %s among the %d the page's vllm:lora_requests_info line names that were kept (at most %d, of names at most %d bytes), and the line names more", list, len(sv.adapters), parse.MaxAdapters, parse.MaxAdapterNameBytes)}
+		return Sample{Time: g.at, Status: Absent, Detail: fmt.Sprintf("no selected adapter is %s among the %d the page's vllm:lora_requests_info line names that were kept (at most %d, of names at most %d bytes), and the line names more", list, len(g.adapters), parse.MaxAdapters, parse.MaxAdapterNameBytes)}
 	}
-	return Sample{Value: 0, Time: sv.goodAt, Status: OK}
+	return Sample{Value: 0, Time: g.at, Status: OK}
 }

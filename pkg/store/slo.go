@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -23,39 +24,53 @@ const DefaultSLOWindow = 60 * time.Second
 const WindowAnchors = 6
 
 // MaxWindowModels is the most models per pod whose latency histograms are
-// windowed; the percentiles of a pod's further models are absent (a 404
-// that says so). Rates have no such bound: they keep one number per counter.
-const MaxWindowModels = 8
+// windowed, and MaxWindowBuckets the most histogram buckets (le bounds) of
+// their windows together (8 histograms of the parser's most, parse.MaxBuckets;
+// the real vLLM V1 page has 87): the page's first models with histograms
+// that fit are windowed. A percentile over models one of which is past them
+// is absent (a 404 that says so), never merged from the others alone. Rates
+// have no such bound: they keep one number per counter of a kept model.
+const (
+	MaxWindowModels  = 4
+	MaxWindowBuckets = 4 * parse.MaxBuckets
+)
 
 // sloState is what a pod keeps between scrapes for the rate and percentile
 // signals: the rates computed at its latest good scrape, and the bucket
 // snapshots of its latency windows.
 type sloState struct {
-	rates   []modelRates  // aligned with servingEntry.models
-	windows []modelWindow // at most MaxWindowModels
+	models  []modelSLO    // aligned with good.models
+	windows []modelWindow // at most MaxWindowModels, of MaxWindowBuckets buckets in all
 	// skipped says the latest good page was parsed without its latency
 	// histograms (no one asked for a percentile lately): the windows were
 	// reset, and the next page with histograms starts them over.
 	skipped bool
 }
 
-// modelRates are one model's counter rates between the pod's last two good
-// scrapes.
-type modelRates struct {
+// modelSLO is one model's counter rates between the pod's last two good
+// scrapes, and where its latency windows are.
+type modelSLO struct {
 	vals [catalog.NumCounters]float64
 	has  uint8
+	win  int8 // index in sloState.windows, or noWindow or cutWindow
 }
 
+const (
+	noWindow  = -1 // the page had none of the model's latency histograms
+	cutWindow = -2 // past MaxWindowModels or MaxWindowBuckets
+)
+
 type modelWindow struct {
-	name string
-	lat  [catalog.NumLatencies]latWindow
+	lat [catalog.NumLatencies]latWindow
 }
 
 // latWindow is one latency histogram's window: its bucket bounds, its
 // latest counts and its snapshots, oldest first. A server restart (a count
 // going down), a change of bounds or a page without the histogram (one
 // parsed without histograms included) starts it over, so that a delta
-// never spans a scrape that did not see the histogram.
+// never spans a scrape that did not see the histogram. Its le and its
+// anchors' counts are never changed once made: the next record's window
+// shares them; latest and the anchors slice are the record's own.
 type latWindow struct {
 	le      []float64 // nil: the model's page has no such histogram
 	latest  []float64 // cumulative, per bucket of le, at the latest good scrape
@@ -67,101 +82,118 @@ type anchor struct {
 	count []float64 // cumulative, per bucket of le
 }
 
-// recordSLO updates the rates and windows with a good page scraped at at.
-// prev and prevAt are the pod's previous good page and its time (zero if
-// none). It runs under the store's lock, before the page replaces prev.
-func (sv *servingEntry) recordSLO(at time.Time, page *parse.Page, prev []parse.Model, prevAt time.Time, window time.Duration) {
-	st := &sv.slo
-	st.skipped = page.HistogramsSkipped
-	st.rates = slices.Grow(st.rates[:0], len(page.Models))[:len(page.Models)]
-	dt := at.Sub(prevAt).Seconds()
-	for i := range page.Models {
-		m := &page.Models[i]
-		r := &st.rates[i]
-		*r = modelRates{}
-		old := findModel(prev, m.Name)
-		if old == nil || prevAt.IsZero() || dt <= 0 {
-			continue // the first scrape of the pod (or of the model): no rate
-		}
-		for c := range catalog.NumCounters {
-			cur, ok1 := m.Counter(c)
-			was, ok2 := old.Counter(c)
-			if !ok1 || !ok2 || cur < was {
-				continue // absent, or a counter reset (a restarted server): no rate
-			}
-			r.vals[c] = (cur - was) / dt
-			r.has |= 1 << c
-		}
+// build makes st, reusing its memory, the rates and windows of ms (a good
+// page's models, scraped at at, those the store keeps) following prev (the
+// pod's previous good record, nil if none). Models are found on prev by
+// name in constant time each (good.find). It returns whether ms are prev's
+// models, in the same order.
+func (st *sloState) build(at time.Time, skipped bool, ms []parse.Model, prev *good, window time.Duration) (same bool) {
+	st.skipped = skipped
+	st.models = slices.Grow(st.models[:0], len(ms))[:len(ms)]
+	if prev != nil && prev.over {
+		prev = nil // it kept no model
 	}
-
-	// Windows: those of the page's first MaxWindowModels models; the
-	// windows of models no longer on the page are dropped.
-	old := st.windows
-	n := min(len(page.Models), MaxWindowModels)
-	if !sameNames(old, page.Models[:n]) {
-		st.windows = make([]modelWindow, 0, n)
-	} else {
-		st.windows = st.windows[:0] // the usual case: the same models in the same order, updated in place
+	dt := 0.0
+	if prev != nil {
+		dt = at.Sub(prev.at).Seconds()
+		same = len(prev.models) == len(ms)
 	}
-	for i := range page.Models[:n] {
-		m := &page.Models[i]
-		w := modelWindow{name: m.Name}
-		for j := range old {
-			if old[j].name == m.Name {
-				w = old[j]
-				break
-			}
-		}
-		for l := range catalog.NumLatencies {
-			w.lat[l].update(at, m.Hists[l], window)
-		}
-		st.windows = append(st.windows, w)
-	}
-}
-
-// sameNames reports whether ws are the windows of ms's models, in order.
-func sameNames(ws []modelWindow, ms []parse.Model) bool {
-	if len(ws) != len(ms) {
-		return false
-	}
-	for i := range ws {
-		if ws[i].name != ms[i].Name {
-			return false
-		}
-	}
-	return true
-}
-
-func findModel(ms []parse.Model, name string) *parse.Model {
+	ws := st.windows[:cap(st.windows)] // their buffers are reused
+	nw, buckets, full := 0, 0, false
 	for i := range ms {
-		if ms[i].Name == name {
-			return &ms[i]
+		m := &ms[i]
+		r := &st.models[i]
+		*r = modelSLO{win: noWindow}
+		j := -1
+		if prev != nil {
+			j = prev.find(m.Name, i)
+			same = same && j == i
 		}
+		if j >= 0 && dt > 0 {
+			old := &prev.models[j]
+			for c := range catalog.NumCounters {
+				cur, ok1 := m.Counter(c)
+				was, ok2 := old.Counter(c)
+				if !ok1 || !ok2 || cur < was {
+					continue // absent, or a counter reset (a restarted server): no rate
+				}
+				r.vals[c] = (cur - was) / dt
+				r.has |= 1 << c
+			}
+		}
+		n := histBuckets(m)
+		if n == 0 {
+			continue
+		}
+		if full || nw == MaxWindowModels || buckets+n > MaxWindowBuckets {
+			full = true // the first models that fit are windowed, no later one
+			r.win = cutWindow
+			continue
+		}
+		var old *modelWindow
+		if j >= 0 && prev.slo.models[j].win >= 0 {
+			old = &prev.slo.windows[prev.slo.models[j].win]
+		}
+		if nw == len(ws) {
+			ws = append(ws, modelWindow{})
+		}
+		w := &ws[nw]
+		for l := range catalog.NumLatencies {
+			var was *latWindow
+			if old != nil {
+				was = &old.lat[l]
+			}
+			w.lat[l].build(was, at, m.Hists[l], window)
+		}
+		r.win = int8(nw)
+		nw++
+		buckets += n
 	}
-	return nil
+	clear(ws[nw:]) // drop the snapshots of windows no longer kept
+	st.windows = ws[:nw]
+	return same
 }
 
-// update adds the histogram h (nil if absent) of a good scrape at at to
-// the window.
-func (w *latWindow) update(at time.Time, h *parse.Histogram, window time.Duration) {
-	if h == nil {
-		w.reset(nil)
-		return
+// histBuckets returns the buckets of m's latency histograms together.
+func histBuckets(m *parse.Model) int {
+	n := 0
+	for _, h := range m.Hists {
+		if h != nil {
+			n += h.N
+		}
 	}
-	if !slices.Equal(w.le, h.Le[:h.N]) || wentDown(w.latest, h.Count[:h.N]) {
-		w.reset(h.Le[:h.N]) // new bounds, or a restarted server
+	return n
+}
+
+// build makes w, reusing its latest and anchors buffers, the window of
+// the histogram h (nil if absent) of a good scrape at at, following was
+// (the window of the pod's previous good record; nil if none), which it
+// does not change.
+func (w *latWindow) build(was *latWindow, at time.Time, h *parse.Histogram, window time.Duration) {
+	latest, anchors := w.latest[:0], w.anchors[:0]
+	switch {
+	case h == nil:
+		w.le, w.latest = nil, latest
+	case was == nil || !slices.Equal(was.le, h.Le[:h.N]) || wentDown(was.latest, h.Count[:h.N]):
+		// New bounds, or a restarted server: the window starts over.
+		w.le = slices.Clone(h.Le[:h.N])
+		w.latest = append(latest, h.Count[:h.N]...)
+		anchors = append(anchors, anchor{at: at, count: slices.Clone(h.Count[:h.N])})
+	default:
+		w.le = was.le
+		w.latest = append(latest, h.Count[:h.N]...)
+		// Drop the snapshots older than the window: the oldest one left starts it.
+		drop := 0
+		for drop < len(was.anchors) && at.Sub(was.anchors[drop].at) > window {
+			drop++
+		}
+		anchors = append(anchors, was.anchors[drop:]...)
+		if n := len(anchors); n == 0 || at.Sub(anchors[n-1].at) >= window/WindowAnchors {
+			anchors = append(anchors, anchor{at: at, count: slices.Clone(h.Count[:h.N])})
+		} // else the newest snapshot is recent enough; the page itself ends the window
 	}
-	w.latest = append(w.latest[:0], h.Count[:h.N]...)
-	// Drop the snapshots older than the window: the oldest one left starts it.
-	drop := 0
-	for drop < len(w.anchors) && at.Sub(w.anchors[drop].at) > window {
-		drop++
-	}
-	w.anchors = slices.Delete(w.anchors, 0, drop)
-	if n := len(w.anchors); n > 0 && at.Sub(w.anchors[n-1].at) < window/WindowAnchors {
-		return // the newest snapshot is recent enough; the page itself ends the window
-	}
-	w.anchors = append(w.anchors, anchor{at: at, count: slices.Clone(h.Count[:h.N])})
+	clear(anchors[len(anchors):cap(anchors)]) // no snapshot kept past the window's
+	w.anchors = anchors
 }
 
 // wentDown reports whether a bucket count went down from was (the same
@@ -173,11 +205,6 @@ func wentDown(was, now []float64) bool {
 		}
 	}
 	return false
-}
-
-func (w *latWindow) reset(le []float64) {
-	w.le = slices.Clone(le)
-	w.latest, w.anchors = nil, nil
 }
 
 // Window is a histogram of the observations made in a window: Count[i]
@@ -258,33 +285,35 @@ func (w *Window) Quantile(q float64) (v float64, ok bool) {
 	return start + (w.Le[b]-start)*((rank-below)/in), true
 }
 
-// window returns model m's window of latency l as of its latest good page
-// (scraped at goodAt): the latest bucket counts less the oldest snapshot's.
-func (st *sloState) window(m *parse.Model, l catalog.Latency, goodAt time.Time) (Window, error) {
-	// m is the store's copy of the page's model, without its histograms:
-	// their latest counts are in the window.
+// window returns the window of latency l of the model at index i of g's
+// models as of g's page: the latest bucket counts less the oldest
+// snapshot's. The error says why there is none; it wraps errWindowCut when
+// the model is past the windows' budget.
+func (g *good) window(i int, l catalog.Latency) (Window, error) {
+	// The store's models are kept without their histograms: their latest
+	// counts are in the window.
 	var lw *latWindow
-	for i := range st.windows {
-		if st.windows[i].name == m.Name {
-			lw = &st.windows[i].lat[l]
-		}
-	}
-	switch {
-	case lw == nil:
-		return Window{}, fmt.Errorf("the pod serves more than %d models; percentiles are kept for the first %d", MaxWindowModels, MaxWindowModels)
-	case lw.le == nil && st.skipped:
+	switch win := g.slo.models[i].win; {
+	case win == cutWindow:
+		return Window{}, fmt.Errorf("%w, and model %.64q is past them", errWindowCut, g.models[i].Name)
+	case win == noWindow && g.slo.skipped:
 		return Window{}, errHistogramsSkipped
-	case lw.le == nil:
+	case win == noWindow:
+		return Window{}, errNoHistogram
+	default:
+		lw = &g.slo.windows[win].lat[l]
+	}
+	if lw.le == nil {
 		return Window{}, errNoHistogram
 	}
 	w := Window{Le: slices.Clone(lw.le), Count: make([]float64, len(lw.le))}
-	if len(lw.anchors) == 0 || !lw.anchors[0].at.Before(goodAt) {
+	if len(lw.anchors) == 0 || !lw.anchors[0].at.Before(g.at) {
 		// One good scrape so far (or since a restart): nothing measured yet,
 		// an empty window that merges as such and gives no percentile.
 		return w, nil
 	}
 	base := &lw.anchors[0]
-	w.Span = goodAt.Sub(base.at)
+	w.Span = g.at.Sub(base.at)
 	for i := range w.Count {
 		w.Count[i] = max(0, lw.latest[i]-base.count[i])
 	}
@@ -294,71 +323,82 @@ func (st *sloState) window(m *parse.Model, l catalog.Latency, goodAt time.Time) 
 var (
 	errNoHistogram       = fmt.Errorf("page has no histogram for it")
 	errHistogramsSkipped = fmt.Errorf("the latency histograms are parsed only while a latency metric has been asked for lately, and the latest page was parsed without them; they are parsed again from the next scrape, and a percentile needs two such scrapes and a finished request in the window")
+	errWindowCut         = fmt.Errorf("percentiles are kept for at most %d models and %d histogram buckets per pod (the page's first models with histograms that fit), and a percentile over models one of which is past them is not merged from the others", MaxWindowModels, MaxWindowBuckets)
 )
 
 // rate returns the rate of counter c over the models match selects, summed,
 // and how many models had one.
-func (st *sloState) rate(models []parse.Model, c catalog.Counter, match ModelMatcher) (v float64, n, matched int) {
-	for i := range models {
-		if match != nil && !match(models[i].Name) {
+func (g *good) rate(c catalog.Counter, match ModelMatcher) (v float64, n, matched int) {
+	for i := range g.models {
+		if match != nil && !match(g.models[i].Name) {
 			continue
 		}
 		matched++
-		if i < len(st.rates) && st.rates[i].has&(1<<c) != 0 {
-			v += st.rates[i].vals[c]
+		if r := &g.slo.models[i]; r.has&(1<<c) != 0 {
+			v += r.vals[c]
 			n++
 		}
 	}
 	return v, n, matched
 }
 
-// rateSample is Get for a rate signal of an entry with a fresh good page.
-func (sv *servingEntry) rateSample(sig catalog.Signal, c catalog.Counter, match ModelMatcher) Sample {
-	v, n, matched := sv.slo.rate(sv.models, c, match)
+// rateSample is Get for a rate signal of a fresh good record.
+func (g *good) rateSample(sig catalog.Signal, c catalog.Counter, match ModelMatcher) Sample {
+	if g.over {
+		return Sample{Time: g.at, Status: Absent, Detail: g.overDetail()}
+	}
+	v, n, matched := g.rate(c, match)
 	if n > 0 {
-		return Sample{Value: v, Time: sv.goodAt, Status: OK}
+		return Sample{Value: v, Time: g.at, Status: OK}
 	}
-	detail := fmt.Sprintf("no rate for %s: the page (%s) lacks the counter, or this is the pod's first good scrape, or the counter went down (a restarted server)", sig.Name(), sv.server)
+	detail := fmt.Sprintf("no rate for %s: the page (%s) lacks the counter, or this is the pod's first good scrape, or the counter went down (a restarted server)", sig.Name(), g.server)
 	if matched == 0 && match != nil {
-		detail = fmt.Sprintf("page (%s) has no model matching the metric selector", sv.server)
+		detail = fmt.Sprintf("page (%s) has no model matching the metric selector", g.server)
 	}
-	return Sample{Time: sv.goodAt, Status: Absent, Detail: detail}
+	return Sample{Time: g.at, Status: Absent, Detail: detail}
 }
 
-// windowSample returns the latency window of sig for an entry with a fresh
-// good page, merged over the models match selects; the Sample says why
-// there is none when its Status is not OK. A window with no observation is
-// OK: it is a measured zero count, which merges as such.
-func (sv *servingEntry) windowSample(sig catalog.Signal, match ModelMatcher) (Window, Sample) {
+// windowSample returns the latency window of sig of a fresh good record,
+// merged over the models match selects; the Sample says why there is none
+// when its Status is not OK. A window with no observation is OK: it is a
+// measured zero count, which merges as such. A selected model past the
+// windows' budget makes it absent: the others alone would not be the
+// selected models' percentile.
+func (g *good) windowSample(sig catalog.Signal, match ModelMatcher) (Window, Sample) {
+	if g.over {
+		return Window{}, Sample{Time: g.at, Status: Absent, Detail: g.overDetail()}
+	}
 	l, _, _ := sig.Quantile()
 	var merged Window
 	var why error
 	matched, found := 0, 0
-	for i := range sv.models {
-		m := &sv.models[i]
-		if match != nil && !match(m.Name) {
+	for i := range g.models {
+		if match != nil && !match(g.models[i].Name) {
 			continue
 		}
 		matched++
-		w, err := sv.slo.window(m, l, sv.goodAt)
+		w, err := g.window(i, l)
+		if errors.Is(err, errWindowCut) {
+			return Window{}, Sample{Time: g.at, Status: Absent, Detail: fmt.Sprintf("page (%s): no window for %s: %v", g.server, sig.Name(), err)}
+		}
 		if err != nil {
 			why = err
 			continue
 		}
 		if err := merged.Merge(w); err != nil {
-			return Window{}, Sample{Time: sv.goodAt, Status: Absent, Detail: fmt.Sprintf("%s: the models' %v", sig.Name(), err)}
+			return Window{}, Sample{Time: g.at, Status: Absent, Detail: fmt.Sprintf("%s: the models' %v", sig.Name(), err)}
 		}
 		found++
 	}
 	switch {
 	case found > 0:
-		return merged, Sample{Time: sv.goodAt, Status: OK}
+		return merged, Sample{Time: g.at, Status: OK}
 	case matched == 0 && match != nil:
-		return Window{}, Sample{Time: sv.goodAt, Status: Absent, Detail: fmt.Sprintf("page (%s) has no model matching the metric selector", sv.server)}
+		return Window{}, Sample{Time: g.at, Status: Absent, Detail: fmt.Sprintf("page (%s) has no model matching the metric selector", g.server)}
 	case why == nil:
 		why = errNoHistogram
 	}
-	return Window{}, Sample{Time: sv.goodAt, Status: Absent, Detail: fmt.Sprintf("page (%s): no window for %s: %v", sv.server, sig.Name(), why)}
+	return Window{}, Sample{Time: g.at, Status: Absent, Detail: fmt.Sprintf("page (%s): no window for %s: %v", g.server, sig.Name(), why)}
 }
 
 // Window returns pod's latency window of the percentile signal sig over
@@ -378,7 +418,7 @@ func (s *Store) Window(pod types.NamespacedName, sig catalog.Signal, match Model
 	if st := e.serving.status(now, maxAge); st != OK {
 		return Window{}, e.serving.notOK(st, now)
 	}
-	return e.serving.windowSample(sig, match)
+	return e.serving.good.windowSample(sig, match)
 }
 
 // NoObservation says why a window of span gives no percentile of sig.

@@ -258,7 +258,7 @@ func TestLatencyWindow(t *testing.T) {
 			s.Record(pod, at(sec), page(cmodel("a", 0, 0, float64(sec), float64(sec), float64(sec), float64(sec))), nil)
 		}
 		e := s.pods[pod]
-		if n := len(e.serving.slo.windows[0].lat[catalog.TimeToFirstToken].anchors); n > WindowAnchors+1 {
+		if n := len(e.serving.good.slo.windows[0].lat[catalog.TimeToFirstToken].anchors); n > WindowAnchors+1 {
 			t.Errorf("%d snapshots, want at most %d", n, WindowAnchors+1)
 		}
 		w, st := s.Window(pod, catalog.TimeToFirstTokenP90, nil, at(599), time.Minute)

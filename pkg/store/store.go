@@ -15,6 +15,12 @@
 // A canceled scrape (scrape.ReasonCanceled) says nothing about the pod and
 // is kept only when the pod has no outcome at all. Error texts are cut to
 // MaxErrorLen bytes when recorded.
+//
+// What it keeps per pod is bounded whatever the pages (budget.go): at most
+// MaxModels models and MaxModelNameBytes of their names, and MaxPodBytes of
+// heap in all. Record builds a pod's new record outside the store's lock
+// and swaps it in under it, so the lock is held for the same short time
+// whatever the page.
 package store
 
 import (
@@ -82,22 +88,25 @@ type servingEntry struct {
 	err      string    // its error, cut to MaxErrorLen; "" when it succeeded
 	canceled bool      // the latest attempt was canceled: any real outcome replaces it
 
-	goodAt   time.Time // start of the latest good scrape; zero if none
-	server   parse.Server
-	models   []parse.Model
-	rejected [parse.NumRejects]uint32 // values the good page had refused, by reason
-	slo      sloState                 // rates and latency windows (slo.go)
-	adapters []parse.Adapter          // the models' Adapters point into it (lora.go)
+	good *good // the latest good page; nil if none. Never changed: Record replaces it
 }
 
 // failed reports whether the latest attempt failed.
 func (sv *servingEntry) failed() bool { return sv.err != "" }
 
+// attempt records the outcome of an attempt started at at (errText "" when
+// it succeeded) unless a newer one is kept.
+func (sv *servingEntry) attempt(at time.Time, errText string) {
+	if !at.Before(sv.at) || sv.canceled {
+		sv.at, sv.err, sv.canceled = at, errText, false
+	}
+}
+
 // status returns OK when the last good scrape is younger than maxAge, else
 // NotScraped, Failed or Stale. It does not look at the models (Absent).
 func (sv *servingEntry) status(now time.Time, maxAge time.Duration) Status {
 	switch {
-	case !sv.goodAt.IsZero() && now.Sub(sv.goodAt) <= maxAge:
+	case sv.good != nil && now.Sub(sv.good.at) <= maxAge:
 		return OK
 	case sv.at.IsZero():
 		return NotScraped
@@ -137,6 +146,11 @@ type entry struct {
 	serving servingEntry
 	hasGPU  bool
 	gpu     gpuEntry
+
+	// rec is held by a Record of a good page of the pod while it builds the
+	// pod's next record outside the store's lock (one at a time per pod),
+	// so that the pod's record it follows is not reused meanwhile.
+	rec sync.Mutex
 }
 
 // Store is safe for concurrent use.
@@ -148,6 +162,12 @@ type Store struct {
 	// removed pod's, and is not recorded.
 	removed   map[types.NamespacedName]time.Time
 	sloWindow time.Duration // of the latency percentiles
+	// spares holds replaced good records, which no reader holds any more,
+	// for Record to build the next ones into, so that Record allocates
+	// nothing once warm and no pod keeps two records; [0] those of small
+	// pages, [1] the larger, so that a small page's record never holds a
+	// large one's memory (good.large).
+	spares [2]sync.Pool
 }
 
 // removedTTL is how long Retain remembers a forgotten pod: far longer than
@@ -176,17 +196,50 @@ func (s *Store) SetSLOWindow(d time.Duration) {
 // outcome never overwrites a newer one, and a failure never erases the last
 // good page (Get decides, by age, which one answers). A canceled scrape is
 // kept only when the pod has no outcome yet. The error's text is cut to
-// MaxErrorLen bytes.
+// MaxErrorLen bytes. A good page's record is built outside the store's
+// lock, so Record holds it for the same short time whatever the page.
 func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page, err error) {
 	if err == nil && page == nil {
 		err = fmt.Errorf("no page")
 	}
-	canceled := err != nil && scrape.ReasonOf(err) == scrape.ReasonCanceled
+	if err != nil {
+		s.recordFailure(pod, at, err)
+		return
+	}
+	for {
+		if s.recordGood(pod, at, page) {
+			return
+		}
+	}
+}
+
+// recordFailure is Record of a failed or canceled scrape.
+func (s *Store) recordFailure(pod types.NamespacedName, at time.Time, err error) {
+	canceled := scrape.ReasonOf(err) == scrape.ReasonCanceled
+	text := truncate(err.Error())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	e := s.entryLocked(pod, at)
+	if e == nil {
+		return
+	}
+	sv := &e.serving
+	if canceled {
+		if sv.at.IsZero() {
+			sv.at, sv.err, sv.canceled = at, text, true
+		}
+		return
+	}
+	sv.attempt(at, text)
+}
+
+// entryLocked returns pod's entry, made if it has none, or nil when the pod
+// was forgotten after at (the outcome of a scrape of a pod forgotten since,
+// which ended late). s.mu is held for writing.
+func (s *Store) entryLocked(pod types.NamespacedName, at time.Time) *entry {
 	if gone, ok := s.removed[pod]; ok {
 		if at.Before(gone) {
-			return // a scrape of a pod forgotten since, which ended late
+			return nil
 		}
 		delete(s.removed, pod) // a scrape of the pod now under this name
 	}
@@ -195,30 +248,64 @@ func (s *Store) Record(pod types.NamespacedName, at time.Time, page *parse.Page,
 		e = &entry{}
 		s.pods[pod] = e
 	}
-	sv := &e.serving
-	if canceled {
-		if sv.at.IsZero() {
-			sv.at, sv.err, sv.canceled = at, truncate(err.Error()), true
-		}
-		return
+	return e
+}
+
+// recordGood is Record of a good page. It returns false when the pod was
+// forgotten (and maybe made again) while the record was built, to be called
+// again.
+func (s *Store) recordGood(pod types.NamespacedName, at time.Time, page *parse.Page) bool {
+	s.mu.Lock()
+	e := s.entryLocked(pod, at)
+	s.mu.Unlock()
+	if e == nil {
+		return true
 	}
-	if !at.Before(sv.at) || sv.canceled {
-		sv.at, sv.err, sv.canceled = at, "", false
-		if err != nil {
-			sv.err = truncate(err.Error())
-		}
+	e.rec.Lock()
+	defer e.rec.Unlock()
+	s.mu.RLock()
+	live, prev, window := s.pods[pod] == e, e.serving.good, s.sloWindow
+	s.mu.RUnlock()
+	if !live {
+		return false
 	}
-	if err == nil && !at.Before(sv.goodAt) {
-		sv.recordSLO(at, page, sv.models, sv.goodAt, s.sloWindow)
-		sv.goodAt = at
-		sv.server = page.Server
-		sv.models = append(sv.models[:0], page.Models...)
-		for i := range sv.models {
-			sv.models[i].Hists = [catalog.NumLatencies]*parse.Histogram{} // the parser's memory; the windows hold copies
-		}
-		sv.copyAdapters()
-		sv.rejected = page.Rejected
+	var next *good
+	if prev == nil || !at.Before(prev.at) {
+		// The work that grows with the page, outside the lock: prev does not
+		// change while e.rec is held.
+		spare, _ := s.spares[b2i(len(page.Models) > maxSpareModels && len(page.Models) <= MaxModels)].Get().(*good)
+		next = build(spare, at, page, prev, window)
 	}
+	s.mu.Lock()
+	if s.pods[pod] != e {
+		s.mu.Unlock()
+		s.spare(next) // no reader ever saw it
+		return false
+	}
+	e.serving.attempt(at, "")
+	if next != nil {
+		e.serving.good = next
+	}
+	s.mu.Unlock()
+	if next != nil {
+		s.spare(prev) // no reader holds it now: readers hold s.mu
+	}
+	return true
+}
+
+// spare keeps g, a record no reader holds, for a later Record to build
+// into.
+func (s *Store) spare(g *good) {
+	if g != nil {
+		s.spares[b2i(g.large())].Put(g)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // RecordGPU replaces the GPU activity of pods on one node, as read from
@@ -318,25 +405,29 @@ func (s *Store) Get(pod types.NamespacedName, sig catalog.Signal, match ModelMat
 	if st := sv.status(now, maxAge); st != OK {
 		return sv.notOK(st, now)
 	}
+	g := sv.good
 	if c, ok := sig.Rate(); ok {
-		return sv.rateSample(sig, c, match)
+		return g.rateSample(sig, c, match)
 	}
 	if _, q, ok := sig.Quantile(); ok {
-		w, s := sv.windowSample(sig, match)
+		w, s := g.windowSample(sig, match)
 		if s.Status != OK {
 			return s
 		}
 		v, ok := w.Quantile(q)
 		if !ok {
-			return Sample{Time: sv.goodAt, Status: Absent, Detail: NoObservation(sig, w.Span)}
+			return Sample{Time: g.at, Status: Absent, Detail: NoObservation(sig, w.Span)}
 		}
-		return Sample{Value: v, Time: sv.goodAt, Status: OK}
+		return Sample{Value: v, Time: g.at, Status: OK}
+	}
+	if g.over {
+		return Sample{Time: g.at, Status: Absent, Detail: g.overDetail()}
 	}
 	var v float64
 	n := 0
 	matched := 0
-	for i := range sv.models {
-		m := &sv.models[i]
+	for i := range g.models {
+		m := &g.models[i]
 		if match != nil && !match(m.Name) {
 			continue
 		}
@@ -349,14 +440,14 @@ func (s *Store) Get(pod types.NamespacedName, sig catalog.Signal, match ModelMat
 		n++
 	}
 	if n == 0 {
-		detail := fmt.Sprintf("page (%s) has no series for %s", sv.server, sig.Name())
+		detail := fmt.Sprintf("page (%s) has no series for %s", g.server, sig.Name())
 		if matched == 0 && match != nil {
-			detail = fmt.Sprintf("page (%s) has no model matching the metric selector", sv.server)
+			detail = fmt.Sprintf("page (%s) has no model matching the metric selector", g.server)
 		}
-		detail += refusedDetail(&sv.rejected)
-		return Sample{Time: sv.goodAt, Status: Absent, Detail: detail}
+		detail += refusedDetail(&g.rejected)
+		return Sample{Time: g.at, Status: Absent, Detail: detail}
 	}
-	return Sample{Value: v, Time: sv.goodAt, Status: OK}
+	return Sample{Value: v, Time: g.at, Status: OK}
 }
 
 // notOK is the Sample of an entry whose status is st (not OK).
@@ -364,12 +455,12 @@ func (sv *servingEntry) notOK(st Status, now time.Time) Sample {
 	switch st {
 	case Failed:
 		detail := sv.err
-		if !sv.goodAt.IsZero() {
-			detail += fmt.Sprintf(" (last good scrape %s ago)", now.Sub(sv.goodAt).Round(time.Millisecond))
+		if sv.good != nil {
+			detail += fmt.Sprintf(" (last good scrape %s ago)", now.Sub(sv.good.at).Round(time.Millisecond))
 		}
 		return Sample{Time: sv.at, Status: Failed, Detail: detail}
 	case Stale:
-		return Sample{Time: sv.goodAt, Status: Stale, Detail: fmt.Sprintf("last good scrape %s ago", now.Sub(sv.goodAt).Round(time.Millisecond))}
+		return Sample{Time: sv.good.at, Status: Stale, Detail: fmt.Sprintf("last good scrape %s ago", now.Sub(sv.good.at).Round(time.Millisecond))}
 	}
 	return Sample{Status: NotScraped}
 }
@@ -387,16 +478,16 @@ func (e *entry) gpuSample(sig catalog.Signal, now time.Time, maxAge time.Duratio
 }
 
 // Models returns the model names pod's latest good page reported, unless
-// the latest attempt failed.
+// the latest attempt failed or the page was over the budget (none kept).
 func (s *Store) Models(pod types.NamespacedName) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e := s.pods[pod]
-	if e == nil || e.serving.failed() || e.serving.goodAt.IsZero() {
+	if e == nil || e.serving.failed() || e.serving.good == nil || e.serving.good.over {
 		return nil
 	}
-	out := make([]string, 0, len(e.serving.models))
-	for _, m := range e.serving.models {
+	out := make([]string, 0, len(e.serving.good.models))
+	for _, m := range e.serving.good.models {
 		out = append(out, m.Name)
 	}
 	return out
