@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/svgchart"
@@ -203,13 +206,21 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 	c := svgchart.Chart{
 		Title: fmt.Sprintf("shootout: %s, compression ×%g, SLO TTFT ≤ %s / TPOT ≤ %s, %s picker",
 			r.Trace, r.Timing.Compress, r.SLO.TTFT, r.SLO.TPOT, r.Picker),
-		Subtitle: fmt.Sprintf("gray: requests/min (peak %.0f); blue: Ready replicas, light blue: replicas holding a GPU (left axis, 0–%d); red: TTFT p90 per minute (right axis, log 0.1–100 s), dashed: SLO",
+		Subtitle: fmt.Sprintf("gray: requests/min (peak %.0f); blue: Ready replicas, light blue: replicas holding a GPU (left axis, 0–%d); red: TTFT p90 per minute (right axis, log 0.1–100 s), dashed: SLO. "+
+			"Under each policy (its first repeat): what its HPA read, as value ÷ target per metric (left axis, dashed: 1), and the desired replicas (green, right axis); the pods' mean queue and batch (left), GPU utilization and KV-cache usage (right, 0–1)",
 			maxLoad, r.MaxReplicas),
 		Width: 1000, Left: 60, Right: 60, Top: 70, PanelHeight: 150, PanelGap: 40, Bottom: 30, FontSize: 11,
 		X: svgchart.Axis{Max: span.Seconds(), Ticks: svgchart.Every(svgchart.DurationTicks(span.Seconds(), 12), span.Seconds()),
 			Format: svgchart.FormatSeconds},
 	}
+	charted := map[string]bool{}
 	for _, run := range r.Runs {
+		// One run per policy: its first repeat (every run's samples are in
+		// the JSON report).
+		if charted[run.Policy.Name] {
+			continue
+		}
+		charted[run.Policy.Name] = true
 		var ts, replicas, ready []float64
 		for _, smp := range run.Samples {
 			ts = append(ts, smp.T.Seconds())
@@ -243,6 +254,7 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 			},
 			HLines: []svgchart.Rule{{At: r.SLO.TTFT.Seconds(), Color: "#cb181d", OnY2: true}},
 		})
+		c.Panels = append(c.Panels, mechanismPanels(run, maxReplicas)...)
 	}
 	if err := c.Write(w); err != nil {
 		return fmt.Errorf("shootout chart for %s: %w", r.Trace, err)
@@ -254,6 +266,127 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 type runKey struct {
 	Policy string
 	Repeat int
+}
+
+// metricColors are the lines of an HPA's metrics, in the spec's order.
+var metricColors = []string{"#756bb1", "#e6550d", "#636363", "#3182bd", "#a63603"}
+
+// mechanismPanels are the panels under a policy's: what its HPA read for
+// each metric, as value ÷ target, with the desired replicas; and the mean
+// over the sampled pods of their queue, batch, GPU utilization and KV-cache
+// usage. None for a run without HPA reads or pod samples.
+func mechanismPanels(run runResult, maxReplicas float64) []svgchart.Panel {
+	var out []svgchart.Panel
+	metrics := run.Policy.metrics()
+	if len(metrics) > 0 {
+		var ts, desired []float64
+		ratios := make([][]float64, len(metrics))
+		var names []string
+		for _, m := range metrics {
+			names = append(names, metricKey(m))
+		}
+		maxRatio := 2.0
+		for _, smp := range run.Samples {
+			ts = append(ts, smp.T.Seconds())
+			desired = append(desired, float64(smp.Desired))
+			for i, m := range metrics {
+				v := math.NaN()
+				for _, rd := range smp.HPA {
+					if rd.Metric == names[i] && rd.Value != nil {
+						if t := targetValue(m); t > 0 {
+							v = *rd.Value / t
+						}
+					}
+				}
+				if !math.IsNaN(v) {
+					maxRatio = max(maxRatio, v)
+				}
+				ratios[i] = append(ratios[i], v)
+			}
+		}
+		p := svgchart.Panel{
+			Title:  run.Policy.Name + ": what the HPA read",
+			Note:   "value ÷ target: " + strings.Join(legendColors(names, metricColors), ", "),
+			Y:      svgchart.Axis{Min: 0, Max: math.Min(svgchart.NiceCeil(maxRatio), 20)},
+			Y2:     &svgchart.Axis{Min: 0, Max: maxReplicas, Color: "#31a354"},
+			Series: []svgchart.Series{{Color: "#31a354", Width: 1.5, Step: true, OnY2: true, X: ts, Y: desired}},
+			HLines: []svgchart.Rule{{At: 1, Color: "#999"}},
+		}
+		for i := range metrics {
+			p.Series = append(p.Series, svgchart.Series{Color: metricColors[i%len(metricColors)], Width: 1, X: ts, Y: ratios[i]})
+		}
+		out = append(out, p)
+	}
+	var ts, queue, batch, gpu, kv []float64
+	maxLeft := 1.0
+	for _, smp := range run.Samples {
+		if len(smp.Pods) == 0 {
+			continue
+		}
+		ts = append(ts, smp.T.Seconds())
+		mean := func(f func(PodSample) *float64) float64 {
+			var sum float64
+			n := 0
+			for _, ps := range smp.Pods {
+				if v := f(ps); v != nil {
+					sum += *v
+					n++
+				}
+			}
+			if n == 0 {
+				return math.NaN()
+			}
+			return sum / float64(n)
+		}
+		q, b := mean(func(p PodSample) *float64 { return p.Queue }), mean(func(p PodSample) *float64 { return p.Batch })
+		queue, batch = append(queue, q), append(batch, b)
+		gpu = append(gpu, mean(func(p PodSample) *float64 { return p.GPU }))
+		kv = append(kv, mean(func(p PodSample) *float64 { return p.KV }))
+		for _, v := range []float64{q, b} {
+			if !math.IsNaN(v) {
+				maxLeft = max(maxLeft, v)
+			}
+		}
+	}
+	if len(ts) > 0 {
+		out = append(out, svgchart.Panel{
+			Title: run.Policy.Name + ": the pods' signals",
+			Note:  "mean over the pods: queue (teal) and batch (violet), left; GPU utilization (orange) and KV-cache usage (purple), right",
+			Y:     svgchart.Axis{Min: 0, Max: svgchart.NiceCeil(maxLeft)},
+			Y2:    &svgchart.Axis{Min: 0, Max: 1},
+			Series: []svgchart.Series{
+				{Color: "#1b9e77", Width: 1, X: ts, Y: queue},
+				{Color: "#7570b3", Width: 1, X: ts, Y: batch},
+				{Color: "#fd8d3c", Width: 1, OnY2: true, X: ts, Y: gpu},
+				{Color: "#8c6bb1", Width: 1, OnY2: true, X: ts, Y: kv},
+			},
+		})
+	}
+	return out
+}
+
+// legendColors pairs names with their line colours in words, for a note.
+func legendColors(names, colors []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n + " " + colors[i%len(colors)]
+	}
+	return out
+}
+
+// targetValue is a metric's target as a number (Value or AverageValue), 0
+// without one.
+func targetValue(m autoscalingv2.MetricSpec) float64 {
+	t := metricTarget(m)
+	switch {
+	case t == nil:
+		return 0
+	case t.Type == autoscalingv2.ValueMetricType && t.Value != nil:
+		return t.Value.AsApproximateFloat64()
+	case t.AverageValue != nil:
+		return t.AverageValue.AsApproximateFloat64()
+	}
+	return 0
 }
 
 // readRecords reads the records of <trace>-requests.csv back, by policy

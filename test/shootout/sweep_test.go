@@ -95,18 +95,18 @@ func TestSweepPolicies(t *testing.T) {
 		"demand-1": "demand object/inference_demand_per_replica 1 (Value)", "demand-2": "demand object/inference_demand_per_replica 2 (Value)",
 		"demand-3": "demand object/inference_demand_per_replica 3 (Value)", "demand-4": "demand object/inference_demand_per_replica 4 (Value)",
 		"demand-probe": "demand object/inference_demand_per_replica 2360m (Value)", // (0.25 + 2.7) × 0.8
-		"queue-500m": "queue inference_queue_size 500m", "queue-1": "queue inference_queue_size 1", "queue-3": "queue inference_queue_size 3", "queue-5": "queue inference_queue_size 5",
+		"queue-500m":   "queue inference_queue_size 500m", "queue-1": "queue inference_queue_size 1", "queue-3": "queue inference_queue_size 3", "queue-5": "queue inference_queue_size 5",
 		"queue-probe": "queue inference_queue_size 200m", // 0.25 × 0.8
-		"batch-1": "batch inference_batch_size 1", "batch-2": "batch inference_batch_size 2", "batch-4": "batch inference_batch_size 4", "batch-8": "batch inference_batch_size 8",
+		"batch-1":     "batch inference_batch_size 1", "batch-2": "batch inference_batch_size 2", "batch-4": "batch inference_batch_size 4", "batch-8": "batch inference_batch_size 8",
 		"batch-probe": "batch inference_batch_size 2160m", // 2.7 × 0.8
-		"kv-50m": "kv inference_kv_cache_usage 50m", "kv-100m": "kv inference_kv_cache_usage 100m", "kv-200m": "kv inference_kv_cache_usage 200m", "kv-400m": "kv inference_kv_cache_usage 400m",
+		"kv-50m":      "kv inference_kv_cache_usage 50m", "kv-100m": "kv inference_kv_cache_usage 100m", "kv-200m": "kv inference_kv_cache_usage 200m", "kv-400m": "kv inference_kv_cache_usage 400m",
 		"kv-probe": "kv inference_kv_cache_usage 128m", // 0.16 × 0.8
-		"rps-1": "rps inference_requests_per_second 1", "rps-2": "rps inference_requests_per_second 2", "rps-3": "rps inference_requests_per_second 3", "rps-4": "rps inference_requests_per_second 4",
+		"rps-1":    "rps inference_requests_per_second 1", "rps-2": "rps inference_requests_per_second 2", "rps-3": "rps inference_requests_per_second 3", "rps-4": "rps inference_requests_per_second 4",
 		"rps-probe": "rps inference_requests_per_second 2560m", // 3.2 × 0.8
 		"tokens-50": "tokens inference_generation_tokens_per_second 50", "tokens-100": "tokens inference_generation_tokens_per_second 100",
 		"tokens-150": "tokens inference_generation_tokens_per_second 150", "tokens-200": "tokens inference_generation_tokens_per_second 200",
 		"tokens-probe": "tokens inference_generation_tokens_per_second 74400m", // 93 × 0.8
-		"fixed-1": "fixed  1 replicas", "fixed-2": "fixed  2 replicas", "fixed-4": "fixed  4 replicas", "fixed-8": "fixed  8 replicas",
+		"fixed-1":      "fixed  1 replicas", "fixed-2": "fixed  2 replicas", "fixed-4": "fixed  4 replicas", "fixed-8": "fixed  8 replicas",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("sweep policies (-want +got):\n%s", diff)
