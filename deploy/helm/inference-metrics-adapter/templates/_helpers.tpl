@@ -51,6 +51,22 @@ inference-metrics-adapter-gpu-agent
 {{- end }}
 
 {{/*
+"true" when the API NetworkPolicy is on: apiNetworkPolicy.enabled, true when absent (an
+upgrade with --reuse-values from a chart that had no such value keeps that chart's
+defaults).
+*/}}
+{{- define "ima.apiNetworkPolicy.enabled" -}}
+{{- $np := .Values.apiNetworkPolicy | default dict }}
+{{- if ternary $np.enabled true (hasKey $np "enabled") }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the chart creates the gpu-agent's namespace (see values.yaml). */}}
+{{- define "ima.gpuAgent.createNamespace" -}}
+{{- $g := .Values.gpuAgent }}
+{{- if and $g.enabled (ternary $g.createNamespace true (hasKey $g "createNamespace")) (ne (include "ima.gpuAgent.namespace" .) .Release.Namespace) }}true{{ end }}
+{{- end }}
+
+{{/*
 The gpu-agent's namespace: gpuAgent.namespace, else <release namespace>-gpu-agent. The
 adapter trusts agents only there (--gpu-agent-namespace).
 */}}
