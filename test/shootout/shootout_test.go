@@ -8,17 +8,23 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
 
 // TestShootoutSmoke is the short form of `make shootout` that `make test`
-// runs: the first 10 minutes of the code trace (one burst), compressed
-// ×15, with two policies (queue-3 and gpu-80). It checks that the run
-// exits cleanly, writes the report files, that each policy's HPA read its
-// metric and scaled at least once, and that the summary was computed from
-// the per-request records. It needs IMA_E2E_BIN (see docs/e2e.md) and
-// takes about 3 minutes on 2 cores.
+// runs: the first 7 minutes of the code trace (531 requests in its fourth
+// minute), compressed ×15, one repeat, a 1-minute warm-up, with three
+// policies: queue-3 (a Pods metric), demand-3 (the Object metric
+// inference_demand_per_replica at a Value of 3) and queue-gpu (an HPA on
+// two Pods metrics, the queue and GPU utilization). It checks that the run
+// exits cleanly, writes the report files, that each HPA read every one of
+// its metrics and scaled at least once, that the pods' signals were
+// sampled, and that the summary was computed from the per-request
+// records. It needs IMA_E2E_BIN (see docs/e2e.md) and takes about 3
+// minutes on 2 cores (21 minutes of trace replayed in 84 s, as the two
+// policies × 10 minutes it ran before).
 func TestShootoutSmoke(t *testing.T) {
 	bin := os.Getenv(envBin)
 	if bin == "" {
@@ -37,7 +43,8 @@ func TestShootoutSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-trace", "../../testdata/traces/azure-llm-2023-code.csv.gz",
-		"-duration", "10m", "-policies", "queue-3,gpu-80", "-out", out)
+		"-duration", "7m", "-warmup", "1m", "-repeats", "1",
+		"-policies", "queue-3,demand-3=inference_demand_per_replica:3,queue-gpu=inference_queue_size:3+gpu_utilization:0.8", "-out", out)
 	cmd.Env = append(os.Environ(), envBin+"="+bin)
 	cmd.WaitDelay = 10 * time.Second
 	var stdout bytes.Buffer
@@ -47,7 +54,8 @@ func TestShootoutSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shootout: %v", err)
 	}
-	for _, f := range []string{"azure-llm-2023-code.json", "azure-llm-2023-code.csv", "azure-llm-2023-code-requests.csv", "azure-llm-2023-code.svg"} {
+	for _, f := range []string{"azure-llm-2023-code.json", "azure-llm-2023-code.csv", "azure-llm-2023-code-requests.csv", "azure-llm-2023-code.svg",
+		"azure-llm-2023-code-summary.json", "azure-llm-2023-code-frontier.svg"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: missing or empty (%v)", f, err)
 		}
@@ -60,13 +68,29 @@ func TestShootoutSmoke(t *testing.T) {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatalf("report JSON: %v", err)
 	}
-	if len(rep.Runs) != 2 {
-		t.Fatalf("report has %d runs, want 2", len(rep.Runs))
+	if len(rep.Runs) != 3 || len(rep.Points) != 3 {
+		t.Fatalf("report has %d runs and %d points, want 3 of each", len(rep.Runs), len(rep.Points))
 	}
 	for _, run := range rep.Runs {
 		s := run.Summary
-		if !s.MetricRead {
-			t.Errorf("%s: the HPA never reported a value of %s", run.Policy.Name, run.Policy.Metric)
+		for _, m := range run.Policy.metrics() {
+			if !slices.Contains(s.MetricsRead, metricKey(m)) {
+				t.Errorf("%s: the HPA never reported a value of %s (it read %v)", run.Policy.Name, metricKey(m), s.MetricsRead)
+			}
+		}
+		pods := 0
+		for _, smp := range run.Samples {
+			for _, ps := range smp.Pods {
+				if ps.Queue != nil && ps.Batch != nil && ps.KV != nil && ps.GPU != nil {
+					pods++
+				}
+			}
+		}
+		if pods == 0 {
+			t.Errorf("%s: no sample of a pod's queue, batch, KV cache and GPU utilization", run.Policy.Name)
+		}
+		if s.AfterWarmup.Requests == 0 || s.AfterWarmup.Requests >= s.Requests || s.AfterWarmup.GPUHours <= 0 {
+			t.Errorf("%s: after the warm-up %d of %d requests, %.3f GPU-hours", run.Policy.Name, s.AfterWarmup.Requests, s.Requests, s.AfterWarmup.GPUHours)
 		}
 		if s.ScaleEvents < 1 || s.MaxReplicas < 2 {
 			t.Errorf("%s: %d scale events, at most %d replicas; want the HPA to scale up at least once", run.Policy.Name, s.ScaleEvents, s.MaxReplicas)
