@@ -338,3 +338,22 @@ func TestParseFlagsPolicySources(t *testing.T) {
 		t.Errorf("no -seed: seed %d (%v), want one drawn from the clock", cfg.seed, err)
 	}
 }
+
+// TestCommittedPolicyFile reads the policy file kept for the runs.
+func TestCommittedPolicyFile(t *testing.T) {
+	pols, err := readPolicyFile("policies/multi-metric.yaml", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pols {
+		got = append(got, p.Name+" "+family(p)+" "+p.targetText())
+	}
+	want := []string{"queue-3-gpu-600m queue+gpu 3 + 600m", "demand-3-gpu-600m demand+gpu 3 (Value) + 600m", "queue-1-batch-2 queue+batch 1 + 2", "demand-3-down-2m demand 3 (Value)"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("policies (-want +got):\n%s", diff)
+	}
+	if w := *hpa(pols[3], deploymentName, 1, 8, newTiming(15, time.Minute)).Spec.Behavior.ScaleDown.StabilizationWindowSeconds; w != 8 {
+		t.Errorf("demand-3-down-2m: scale-down window %ds wall, want 120 s / 15", w)
+	}
+}
