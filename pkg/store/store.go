@@ -255,24 +255,26 @@ func (s *Store) entryLocked(pod types.NamespacedName, at time.Time) *entry {
 // forgotten (and maybe made again) while the record was built, to be called
 // again.
 func (s *Store) recordGood(pod types.NamespacedName, at time.Time, page *parse.Page) bool {
-	s.mu.Lock()
-	e := s.entryLocked(pod, at)
-	s.mu.Unlock()
-	if e == nil {
-		return true
+	s.mu.RLock()
+	e, window := s.pods[pod], s.sloWindow
+	_, gone := s.removed[pod]
+	s.mu.RUnlock()
+	if e == nil || gone {
+		s.mu.Lock()
+		e = s.entryLocked(pod, at)
+		s.mu.Unlock()
+		if e == nil {
+			return true
+		}
 	}
 	e.rec.Lock()
 	defer e.rec.Unlock()
-	s.mu.RLock()
-	live, prev, window := s.pods[pod] == e, e.serving.good, s.sloWindow
-	s.mu.RUnlock()
-	if !live {
-		return false
-	}
+	// Only a Record holding e.rec changes e.serving.good: it can be read
+	// without s.mu here, and does not change until the swap below.
+	prev := e.serving.good
 	var next *good
 	if prev == nil || !at.Before(prev.at) {
-		// The work that grows with the page, outside the lock: prev does not
-		// change while e.rec is held.
+		// The work that grows with the page, outside the lock.
 		spare, _ := s.spares[b2i(len(page.Models) > maxSpareModels && len(page.Models) <= MaxModels)].Get().(*good)
 		next = build(spare, at, page, prev, window)
 	}
