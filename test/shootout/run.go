@@ -311,14 +311,13 @@ func sample(ctx context.Context, e *env, ns string, selector labels.Selector, st
 		now := time.Now()
 		s := Sample{T: time.Duration(float64(now.Sub(start)) * tm.Compress)}
 		gctx, cancel := context.WithTimeout(context.Background(), sampleEvery*4)
+		var pods []corev1.Pod
 		d, err := c.AppsV1().Deployments(ns).Get(gctx, deploymentName, metav1.GetOptions{})
 		if err == nil {
 			s.Desired, s.Replicas, s.Ready = int(*d.Spec.Replicas), int(d.Status.Replicas), int(d.Status.ReadyReplicas)
-			if pods, err := c.CoreV1().Pods(ns).List(gctx, metav1.ListOptions{}); err == nil {
-				s.Replicas = len(pods.Items) // every pod holds its GPU, loading or terminating
-				if i%podEvery == 0 {
-					s.Pods = samplePods(gctx, e, ns, selector, pods.Items)
-				}
+			if list, err := c.CoreV1().Pods(ns).List(gctx, metav1.ListOptions{}); err == nil {
+				pods = list.Items
+				s.Replicas = len(pods) // every pod holds its GPU, loading or terminating
 			}
 		}
 		if h, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(gctx, deploymentName, metav1.GetOptions{}); err == nil {
@@ -328,6 +327,11 @@ func sample(ctx context.Context, e *env, ns string, selector labels.Selector, st
 			}
 		}
 		cancel()
+		if pods != nil && i%podEvery == 0 {
+			pctx, cancel := context.WithTimeout(context.Background(), sampleEvery*4)
+			s.Pods = samplePods(pctx, e, ns, selector, pods)
+			cancel()
+		}
 		if err == nil {
 			out = append(out, s)
 		} else {
