@@ -71,19 +71,6 @@ type KEDAScalerConfig struct {
 	// Plaintext serves without TLS; otherwise the API server's serving
 	// certificate is used.
 	Plaintext bool
-	// MaxConnections and MaxStreams bound the connections open and the
-	// calls and streams in flight (kedascaler.Limits); 0 means the
-	// default.
-	MaxConnections int
-	MaxStreams     int
-	// Grants allow client certificates' users and groups namespaces.
-	Grants []kedascaler.Grant
-	// SubjectAccessReview also allows a caller what the API server's
-	// authorizer lets it get of custom.metrics.k8s.io.
-	SubjectAccessReview bool
-	// AllowUnauthenticated lets callers without a client certificate ask
-	// about any namespace.
-	AllowUnauthenticated bool
 }
 
 // Run builds the adapter from cfg and serves until ctx is done.
@@ -200,7 +187,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 	if err := srv.GenericAPIServer.AddLivezChecks(0, scrapeLoopAlive(scraper, cfg.Scrape.Interval, clk)); err != nil {
 		return nil, fmt.Errorf("adding livez check: %w", err)
 	}
-	keda, err := kedaScaler(cfg, apiConfig.GenericConfig.SecureServing, apiConfig.GenericConfig.Authorization.Authorizer, p, reg)
+	keda, err := kedaScaler(cfg, apiConfig.GenericConfig.SecureServing, p, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -318,11 +305,9 @@ func scrapeLoopAlive(s scrapeActivity, interval time.Duration, clk clock.Passive
 }
 
 // kedaScaler opens the KEDA external scaler's port when cfg asks for it,
-// with the API server's serving certificate unless plaintext is asked for,
-// and its authorization rule: cfg's grants, and authz (the API server's
-// delegated authorizer, whose verdicts it caches) when asked for; nil when
-// it is off.
-func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, authz kedascaler.Reviewer, p *provider.Provider, reg prometheus.Registerer) (*kedascaler.Server, error) {
+// with the API server's serving certificate unless plaintext is asked for;
+// nil when it is off.
+func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, p *provider.Provider, reg prometheus.Registerer) (*kedascaler.Server, error) {
 	kc := cfg.KEDAScaler
 	if kc.Address == "" {
 		return nil, nil
@@ -337,25 +322,8 @@ func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, authz 
 			return nil, fmt.Errorf("KEDA scaler TLS: %w", err)
 		}
 	}
-	access := kedascaler.Access{Grants: kc.Grants, AllowUnauthenticated: kc.AllowUnauthenticated}
-	if kc.SubjectAccessReview {
-		if authz == nil {
-			return nil, fmt.Errorf("the KEDA scaler's SubjectAccessReviews go through the API server's authorizer, and there is none")
-		}
-		access.Reviewer = authz
-	}
-	if kc.AllowUnauthenticated {
-		klog.Warning("The KEDA scaler's port answers callers without a client certificate about any namespace (--keda-scaler-allow-unauthenticated): make sure only KEDA can reach it")
-	}
-	scaler := kedascaler.New(kedascaler.Config{StreamInterval: cfg.Scrape.Interval, Access: access}, p, p.External())
-	limits := kedascaler.DefaultLimits()
-	if kc.MaxConnections > 0 {
-		limits.MaxConnections = kc.MaxConnections
-	}
-	if kc.MaxStreams > 0 {
-		limits.MaxStreams = kc.MaxStreams
-	}
-	return kedascaler.Listen(kc.Address, tlsConfig, scaler, reg, kedascaler.WithLimits(limits))
+	scaler := kedascaler.New(kedascaler.Config{StreamInterval: cfg.Scrape.Interval}, p, p.External())
+	return kedascaler.Listen(kc.Address, tlsConfig, scaler, reg)
 }
 
 // kubeRegisterer registers client_golang collectors into the API server's
