@@ -65,11 +65,11 @@ type config struct {
 	merge          []string // -render: summary files to merge
 }
 
-func parseFlags(args []string, getenv func(string) string) (config, error) {
-	p, _ := sim.LookupProfile(sim.ProfileLlama3_8BA100)
-	cfg := config{binDir: getenv(envBin), model: p.Model, maxNumSeqs: p.MaxNumSeqs, maxModelLen: p.MaxModelLen, maxInFlight: 20000, requestTimeout: 30 * time.Minute}
-	fs := flag.NewFlagSet("shootout", flag.ContinueOnError)
-	traces := fs.String("trace", "testdata/traces/azure-llm-2023-code.csv.gz,testdata/traces/azure-llm-2023-conv.csv.gz",
+// newFlagSet defines the flags into cfg; -trace and -merge are returned to
+// be split.
+func newFlagSet(cfg *config) (fs *flag.FlagSet, traces, merge *string) {
+	fs = flag.NewFlagSet("shootout", flag.ContinueOnError)
+	traces = fs.String("trace", "testdata/traces/azure-llm-2023-code.csv.gz,testdata/traces/azure-llm-2023-conv.csv.gz",
 		"Comma-separated trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), each replayed -repeats times per policy.")
 	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, fixed-peak, all, or none; or your own: NAME=fixed:N, or NAME=[KIND/]METRIC:TARGET[+[KIND/]METRIC:TARGET...][@up-window=D][@down-window=D][@min=N], an HPA on every METRIC the adapter serves (KIND pods: per-pod averageValue, the default; object or object-avg: on the Deployment, Value or AverageValue, the default for inference_demand_per_replica; external or external-avg: over the fleet's pods), its stabilization windows in simulated time, e.g. queue-1=inference_queue_size:1, demand-3=inference_demand_per_replica:3, q-gpu=inference_queue_size:3+gpu_utilization:0.6@down-window=2m.")
 	fs.Float64Var(&cfg.compress, "compress", 15, "Time compression: every time constant (HPA sync period, behavior windows and periods, cold start, scrape and agent intervals, termination grace, the simulator's clock) runs this many times faster. 15 keeps the HPA's whole-second fields exact.")
@@ -90,7 +90,14 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&cfg.policyFile, "policy-file", "", "File of policies (JSON or YAML): {\"policies\": [{\"name\": N, \"why\": W, \"spec\": autoscalingv2 HorizontalPodAutoscalerSpec}]} with times in simulated seconds, a shootout report <trace>.json (its policies), or a HorizontalPodAutoscaler or List of them. Run after -policies (which then defaults to none).")
 	fs.Var(&cfg.sweeps, "sweep", "FAMILY=T1,T2,T3,T4[,probe]: one policy per target of a signal family (gpu, queue, batch, kv, demand, rps, tokens, fixed), at least 4 targets; probe adds the target derived from the capacity probe (-probe-file, or the probe run on the trace). Repeatable; run after -policies (which then defaults to none).")
 	fs.StringVar(&cfg.probeFile, "probe-file", "", "A recorded capacity probe for the probe-derived targets of -sweep: a shootout report <trace>.json with its capacity, or a capacity --json report. Without it the probe runs on each trace.")
-	merge := fs.String("merge", "", "With -render: comma-separated summary files (<trace>-summary.json, from one or several runs, e.g. parts run on different days) to merge by trace into the points, intervals and frontier chart written in -out.")
+	merge = fs.String("merge", "", "With -render: comma-separated summary files (<trace>-summary.json, from one or several runs, e.g. parts run on different days) to merge by trace into the points, intervals and frontier chart written in -out.")
+	return fs, traces, merge
+}
+
+func parseFlags(args []string, getenv func(string) string) (config, error) {
+	p, _ := sim.LookupProfile(sim.ProfileLlama3_8BA100)
+	cfg := config{binDir: getenv(envBin), model: p.Model, maxNumSeqs: p.MaxNumSeqs, maxModelLen: p.MaxModelLen, maxInFlight: 20000, requestTimeout: 30 * time.Minute}
+	fs, traces, merge := newFlagSet(&cfg)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
