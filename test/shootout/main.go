@@ -301,10 +301,13 @@ func run(ctx context.Context, cfg config) (err error) {
 		pols := cfg.pols
 		// The capacity probe runs once per trace, before any replay, when a
 		// policy's target comes from it: every repeat runs the same target.
-		if slices.ContainsFunc(pols, func(p policy) bool { return p.Name == policyCapacity || p.probeFamily != "" }) {
+		wantCapacity := slices.ContainsFunc(pols, func(p policy) bool { return p.Name == policyCapacity })
+		if wantCapacity || slices.ContainsFunc(pols, func(p policy) bool { return p.probeFamily != "" }) {
 			capPol, probe, err := probeCapacity(ctx, cfg, tm, t.name, t.reqs, say)
 			rep.Capacity = probe
-			if err != nil {
+			// Without a recommendation the probe-derived targets may still
+			// be had (resolveProbePolicies says when not).
+			if err != nil && (wantCapacity || probe == nil) {
 				return err
 			}
 			if pols, err = resolveProbePolicies(pols, probe, cfg.maxReplicas); err != nil {
