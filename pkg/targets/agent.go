@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,5 +109,20 @@ func (g *AgentGate) RecordAgent(agent types.NamespacedName, at time.Time, pods [
 
 func (g *AgentGate) reject(agent types.NamespacedName, p agentpage.PodGPU, reason, node string) {
 	g.rejected.WithLabelValues(reason).Inc()
-	klog.V(2).InfoS("Ignoring a gpu-agent's report about a pod", "agent", klog.KRef(agent.Namespace, agent.Name), "pod", klog.KRef(p.Namespace, p.Pod), "reason", reason, "podNode", node)
+	klog.V(2).InfoS("Ignoring a gpu-agent's report about a pod", "agent", klog.KRef(agent.Namespace, agent.Name), "pod", pageRef(p.Namespace, p.Pod), "reason", reason, "podNode", node)
+}
+
+// pageRef is a pod named on a page for a log line: klog's reference when
+// both names are printable ASCII, else the names quoted, cut short. A
+// page's label values are the agent's text, and klog writes a value with
+// a newline or an ESC as it is.
+func pageRef(namespace, name string) any {
+	for _, s := range []string{namespace, name} {
+		for i := range len(s) {
+			if s[i] <= ' ' || s[i] >= 0x7f {
+				return fmt.Sprintf("%.64q", namespace+"/"+name)
+			}
+		}
+	}
+	return klog.KRef(namespace, name)
 }

@@ -1,10 +1,23 @@
 package targets
 
 import (
+	"bytes"
+	"flag"
+	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
 
 // hasControl reports whether s holds a byte a terminal or a log reader could
@@ -78,4 +91,81 @@ func TestPathAnnotationRefusesBytesNotValidInAURLPath(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for klog's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// captureLogs sends klog's text output, at verbosity v, to the returned
+// buffer until the test ends. klog is process-wide: call it only from a
+// test that is not parallel.
+func captureLogs(t *testing.T, v string) *syncBuffer {
+	t.Helper()
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	prev := map[string]string{}
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "v": v} {
+		prev[name] = fs.Lookup(name).Value.String()
+		if err := fs.Set(name, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := &syncBuffer{}
+	klog.SetOutput(buf)
+	t.Cleanup(func() {
+		klog.Flush()
+		for name, value := range prev {
+			_ = fs.Set(name, value)
+		}
+		klog.SetOutput(os.Stderr)
+	})
+	return buf
+}
+
+// logLinesOK fails the test when a log line holds a control character or
+// does not start with klog's header (a forged line).
+func logLinesOK(t *testing.T, out string) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if hasControl(line) || len(line) < 1 || !strings.ContainsRune("IWEF", rune(line[0])) {
+			t.Errorf("log line %q: holds a control character or is not a klog line", line)
+		}
+	}
+}
+
+// A gpu-agent's page names the pods it reports on; a name the cluster does
+// not know is the page's text, and the line that logs its refusal quotes
+// it.
+func TestAgentReportAboutAnUnknownPodIsLoggedEscaped(t *testing.T) {
+	logs := captureLogs(t, "2")
+	agent := agentPod("ima", "agent-n1", "n1", true)
+	gate := NewAgentGate(AgentTrust{Selector: agentSel, Namespace: "ima"}, corelisters.NewPodLister(podIndex(t, agent)), store.New(), prometheus.NewPedanticRegistry())
+	for _, tc := range []struct{ namespace, pod string }{
+		{"prod", "x\nI1202 10:00:00.000000       1 forged.go:1] \"Scrape recovered\""},
+		{"prod\x1b[2J", "y\x07"},
+		{"prod", "z\u009b31m\u202e\xff"},
+	} {
+		gate.RecordAgent(types.NamespacedName{Namespace: "ima", Name: "agent-n1"}, time.Unix(1000, 0), []agentpage.PodGPU{{Namespace: tc.namespace, Pod: tc.pod, GPUs: 1}}, nil)
+	}
+	klog.Flush()
+	out := logs.String()
+	if got := strings.Count(out, "Ignoring a gpu-agent's report about a pod"); got != 3 {
+		t.Fatalf("%d refusals logged, want 3:\n%s", got, out)
+	}
+	logLinesOK(t, out)
 }
