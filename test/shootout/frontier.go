@@ -198,10 +198,8 @@ func (r *report) writeFrontier(w io.Writer) error {
 			col = familyColors[colorIdx%len(familyColors)]
 			colorIdx++
 		}
-		var line svgchart.Series
-		line = svgchart.Series{Name: fam, Color: col, Width: 1.5, Dots: true, Dashed: fam == "fixed"}
-		var bars svgchart.Series
-		bars = svgchart.Series{Color: col, Width: 1}
+		line := svgchart.Series{Name: fam, Color: col, Width: 1.5, Dots: true, Dashed: fam == "fixed"}
+		bars := svgchart.Series{Color: col, Width: 1}
 		for _, p := range sortedByGPUHours(pts) {
 			if p.Family != fam || math.IsNaN(p.Attainment.Mean) || math.IsNaN(p.GPUHours.Mean) {
 				continue
