@@ -22,6 +22,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/kedascaler"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
@@ -66,6 +67,13 @@ type Options struct {
 	KEDAScalerAddress      string
 	KEDAScalerClientCAFile string
 	KEDAScalerPlaintext    bool
+	// KEDAScalerGrants (user:NAME=NS,... or group:NAME=NS,...) and
+	// KEDAScalerSubjectAccessReview say which namespaces a client
+	// certificate's subject may ask about; KEDAScalerAllowUnauthenticated
+	// lets callers without one ask about any.
+	KEDAScalerGrants               []string
+	KEDAScalerSubjectAccessReview  bool
+	KEDAScalerAllowUnauthenticated bool
 
 	// FirstScrapeConcurrency is the size of the on-demand scrape pool.
 	FirstScrapeConcurrency int
@@ -206,10 +214,10 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ScrapeGzip, "scrape-gzip", o.ScrapeGzip, "Ask model servers for gzip-compressed pages. Off by default: on-the-fly compression costs the model server CPU on every scrape. Gzip bodies sent unasked are read either way.")
 	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most background scrapes in flight at once, over all targets. Worst-case page memory is (scrape-concurrency + first-scrape-concurrency) x max-body-size.")
 	fs.IntVar(&o.NamespaceScrapeConcurrency, "scrape-concurrency-per-namespace", o.NamespaceScrapeConcurrency, "Most background scrapes the pods of one namespace hold at once, so that one namespace's slow or hanging pages cannot take every scrape worker from the others. 0 means half of --scrape-concurrency.")
-	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once; the pods of one namespace hold at most half of them. A pool of their own: they never delay the background scrapes.")
+	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once. A pool of their own: they never delay the background scrapes.")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
 	fs.DurationVar(&o.SLOWindow, "slo-window", o.SLOWindow, "Sliding window of the latency percentiles (inference_*_p50/p90/p99_seconds): they cover the requests that finished in the last window, from the servers' histogram bucket deltas. Unset, it is 1m or six --scrape-interval, whichever is longer; set, it must be between two --scrape-interval and 1h.")
-	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the latency histograms of the pods it covered parsed for this long.")
+	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the servers' latency histograms parsed (for every pod) for this long.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
 	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
 	fs.IntVar(&o.MaxSelectorsPerNamespace, "max-selectors-per-namespace", o.MaxSelectorsPerNamespace, "Most label selectors (and pods asked about by name) kept as demand per namespace; past it the least recently asked goes.")
@@ -219,8 +227,11 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
 	fs.DurationVar(&o.AnswerCacheTTL, "answer-cache-ttl", o.AnswerCacheTTL, "How long an answer is kept and given to callers asking the same question (after each caller's authorization), so that many callers share one computation; never past --max-age of its oldest value. Unset, it is 1s or a quarter of --scrape-interval, whichever is shorter; 0 disables the cache.")
 	fs.StringVar(&o.KEDAScalerAddress, "keda-scaler-address", o.KEDAScalerAddress, "Serve KEDA's external scaler gRPC API (externalscaler.proto) on this host:port, e.g. :9443, for ScaledObjects with an external trigger (docs/keda.md). It uses the API server's serving certificate (--tls-cert-file, or the self-signed one). Empty means off.")
-	fs.StringVar(&o.KEDAScalerClientCAFile, "keda-scaler-client-ca-file", o.KEDAScalerClientCAFile, "With --keda-scaler-address: require client certificates signed by this CA bundle (KEDA's tlsClientCert and tlsClientKey), so that only KEDA can ask. Empty means any client that reaches the port.")
-	fs.BoolVar(&o.KEDAScalerPlaintext, "keda-scaler-plaintext", o.KEDAScalerPlaintext, "With --keda-scaler-address: serve without TLS (KEDA's trigger without enableTLS). Anyone who reaches the port can read any namespace's values: restrict it with a NetworkPolicy.")
+	fs.StringVar(&o.KEDAScalerClientCAFile, "keda-scaler-client-ca-file", o.KEDAScalerClientCAFile, "With --keda-scaler-address: require client certificates signed by this CA bundle (KEDA's tlsClientCert and tlsClientKey), each certificate's subject (CN the user, O the groups) allowed the namespaces --keda-scaler-grant or --keda-scaler-subject-access-review allow it. Empty: callers have no identity, which needs --keda-scaler-allow-unauthenticated.")
+	fs.BoolVar(&o.KEDAScalerPlaintext, "keda-scaler-plaintext", o.KEDAScalerPlaintext, "With --keda-scaler-address: serve without TLS (KEDA's trigger without enableTLS). Callers then have no identity: it needs --keda-scaler-allow-unauthenticated.")
+	fs.StringArrayVar(&o.KEDAScalerGrants, "keda-scaler-grant", o.KEDAScalerGrants, "With --keda-scaler-client-ca-file: allow a client certificate's user (CN) or group (O) the namespaces listed, as user:NAME=NS[,NS...] or group:NAME=NS[,NS...], NS * for every namespace, e.g. user:keda-operator=*. Repeat the flag for more.")
+	fs.BoolVar(&o.KEDAScalerSubjectAccessReview, "keda-scaler-subject-access-review", o.KEDAScalerSubjectAccessReview, "With --keda-scaler-client-ca-file: also allow a client certificate's user a namespace where the API server's authorization (a SubjectAccessReview, cached as for the API port) lets it get the same metric of custom.metrics.k8s.io.")
+	fs.BoolVar(&o.KEDAScalerAllowUnauthenticated, "keda-scaler-allow-unauthenticated", o.KEDAScalerAllowUnauthenticated, "With --keda-scaler-address and no --keda-scaler-client-ca-file: let callers without a client certificate ask about any namespace's values. Only for a port that nothing but KEDA can reach (a NetworkPolicy); logged as a warning at start.")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
 }
 
@@ -345,6 +356,10 @@ func (o *Options) Config() (*server.Config, error) {
 			return nil, fmt.Errorf("--server-config: %w", err)
 		}
 	}
+	grants, err := kedaGrants(o.KEDAScalerGrants)
+	if err != nil {
+		return nil, err
+	}
 	namespaces := o.Namespaces
 	if len(namespaces) > 0 && agentSel != nil && o.GPUAgentNamespace != "" && !slices.Contains(namespaces, o.GPUAgentNamespace) {
 		// The agents' pods must be watched to be found.
@@ -374,9 +389,12 @@ func (o *Options) Config() (*server.Config, error) {
 		ShutdownDelay:      o.ShutdownDelay,
 		AnswerCacheTTL:     o.AnswerCacheTTL,
 		KEDAScaler: server.KEDAScalerConfig{
-			Address:      o.KEDAScalerAddress,
-			ClientCAFile: o.KEDAScalerClientCAFile,
-			Plaintext:    o.KEDAScalerPlaintext,
+			Address:              o.KEDAScalerAddress,
+			ClientCAFile:         o.KEDAScalerClientCAFile,
+			Plaintext:            o.KEDAScalerPlaintext,
+			Grants:               grants,
+			SubjectAccessReview:  o.KEDAScalerSubjectAccessReview,
+			AllowUnauthenticated: o.KEDAScalerAllowUnauthenticated,
 		},
 
 		MaxSelectorsPerNamespace: o.MaxSelectorsPerNamespace,
@@ -384,11 +402,14 @@ func (o *Options) Config() (*server.Config, error) {
 	}, nil
 }
 
-// validateKEDAScaler checks the --keda-scaler-* flags.
+// validateKEDAScaler checks the --keda-scaler-* flags: a port that answers
+// callers without a client certificate is an explicit choice
+// (--keda-scaler-allow-unauthenticated), and a port that requires one has a
+// rule that can allow some caller.
 func (o *Options) validateKEDAScaler() []error {
 	if o.KEDAScalerAddress == "" {
-		if o.KEDAScalerClientCAFile != "" || o.KEDAScalerPlaintext {
-			return []error{fmt.Errorf("--keda-scaler-client-ca-file and --keda-scaler-plaintext need --keda-scaler-address")}
+		if o.KEDAScalerClientCAFile != "" || o.KEDAScalerPlaintext || len(o.KEDAScalerGrants) > 0 || o.KEDAScalerSubjectAccessReview || o.KEDAScalerAllowUnauthenticated {
+			return []error{fmt.Errorf("--keda-scaler-client-ca-file, --keda-scaler-plaintext, --keda-scaler-grant, --keda-scaler-subject-access-review and --keda-scaler-allow-unauthenticated need --keda-scaler-address")}
 		}
 		return nil
 	}
@@ -404,7 +425,35 @@ func (o *Options) validateKEDAScaler() []error {
 			errs = append(errs, fmt.Errorf("--keda-scaler-client-ca-file: %w", err))
 		}
 	}
+	if _, err := kedaGrants(o.KEDAScalerGrants); err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case o.KEDAScalerClientCAFile == "" && (len(o.KEDAScalerGrants) > 0 || o.KEDAScalerSubjectAccessReview):
+		errs = append(errs, fmt.Errorf("--keda-scaler-grant and --keda-scaler-subject-access-review need --keda-scaler-client-ca-file: only a client certificate names a caller"))
+	case o.KEDAScalerClientCAFile == "" && !o.KEDAScalerAllowUnauthenticated:
+		errs = append(errs, fmt.Errorf("--keda-scaler-address without --keda-scaler-client-ca-file answers anyone who reaches the port, about any namespace: set --keda-scaler-client-ca-file with --keda-scaler-grant or --keda-scaler-subject-access-review, or accept that with --keda-scaler-allow-unauthenticated"))
+	case o.KEDAScalerClientCAFile != "" && o.KEDAScalerAllowUnauthenticated:
+		errs = append(errs, fmt.Errorf("--keda-scaler-allow-unauthenticated cannot go with --keda-scaler-client-ca-file, which requires a client certificate of every caller"))
+	case o.KEDAScalerClientCAFile != "" && len(o.KEDAScalerGrants) == 0 && !o.KEDAScalerSubjectAccessReview:
+		errs = append(errs, fmt.Errorf("--keda-scaler-client-ca-file needs --keda-scaler-grant or --keda-scaler-subject-access-review: otherwise no caller may ask about any namespace"))
+	}
 	return errs
+}
+
+// kedaGrants parses the --keda-scaler-grant values.
+func kedaGrants(values []string) ([]kedascaler.Grant, error) {
+	var grants []kedascaler.Grant
+	var errs []error
+	for _, v := range values {
+		g, err := kedascaler.ParseGrant(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--keda-scaler-grant: %w", err))
+			continue
+		}
+		grants = append(grants, g)
+	}
+	return grants, errors.Join(errs...)
 }
 
 // serviceAccountNamespaceFile holds the pod's namespace in every pod that
