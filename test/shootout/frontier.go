@@ -201,7 +201,7 @@ func (r *report) writeFrontier(w io.Writer) error {
 		line := svgchart.Series{Name: fam, Color: col, Width: 1.5, Dots: true, Dashed: fam == "fixed"}
 		bars := svgchart.Series{Color: col, Width: 1}
 		for _, p := range sortedByGPUHours(pts) {
-			if p.Family != fam || math.IsNaN(p.Attainment.Mean) || math.IsNaN(p.GPUHours.Mean) {
+			if p.Family != fam || p.Attainment.N == 0 || p.GPUHours.N == 0 {
 				continue
 			}
 			x, y := p.GPUHours.Mean, 100*p.Attainment.Mean
@@ -236,7 +236,7 @@ func (r *report) writeFrontier(w io.Writer) error {
 
 // pct is an attainment as a percentage, with its interval when it has one.
 func pct(iv Interval) string {
-	if math.IsNaN(iv.Mean) {
+	if iv.N == 0 {
 		return "-"
 	}
 	if !iv.HasInterval {
@@ -247,7 +247,7 @@ func pct(iv Interval) string {
 
 // num2 is a figure with two decimals, with its interval when it has one.
 func num2(iv Interval) string {
-	if math.IsNaN(iv.Mean) {
+	if iv.N == 0 {
 		return "-"
 	}
 	if !iv.HasInterval {
@@ -305,7 +305,7 @@ func (r *report) pointsMarkdown(b *strings.Builder) {
 			fmt.Fprintf(b, "| %s |", p.Policy)
 			for i := range r.BurstSpans {
 				v := "-"
-				if i < len(p.BurstAttainment) && !math.IsNaN(p.BurstAttainment[i].Mean) {
+				if i < len(p.BurstAttainment) && p.BurstAttainment[i].N > 0 {
 					v = fmt.Sprintf("%.0f%%", 100*p.BurstAttainment[i].Mean)
 				}
 				fmt.Fprintf(b, " %s |", v)

@@ -203,3 +203,66 @@ func TestMergeSummaries(t *testing.T) {
 		t.Error("merging a missing file: no error")
 	}
 }
+
+// TestRenderRescores: -render reads a run's report and requests back,
+// each repeat's records to its own run, and scores them with the warm-up
+// it is given.
+func TestRenderRescores(t *testing.T) {
+	dir := t.TempDir()
+	trace := "../../testdata/traces/azure-llm-2023-code.csv.gz"
+	cfg := config{rateScale: 1, duration: 10 * time.Minute, warmup: time.Minute, maxModelLen: 8192, out: dir, traces: []string{trace}}
+	tr, err := prepareTrace(trace, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
+	rec := func(at time.Duration, good bool) Record {
+		r := Record{Sent: at, OutputTokens: 1, Tokens: 1, TTFT: time.Second, E2E: time.Second}
+		if !good {
+			r.TTFT, r.E2E = 3*time.Second, 3*time.Second
+		}
+		return r
+	}
+	samples := []Sample{{T: 0, Replicas: 1}, {T: 10 * time.Minute, Replicas: 1}}
+	p := policy{Name: "queue-3", Metric: metricQueue, Target: "3"}
+	rep := report{Trace: tr.name, SLO: slo, Warmup: time.Minute, Timing: newTiming(15, time.Minute), MaxReplicas: 8, Picker: pickLeastLoaded, Repeats: 2}
+	// Repeat 1: a bad request at minute 2, good ones at 6 and 8; repeat 2:
+	// all good.
+	for i, recs := range [][]Record{{rec(2*time.Minute, false), rec(6*time.Minute, true), rec(8*time.Minute, true)}, {rec(2*time.Minute, true), rec(6*time.Minute, true)}} {
+		rep.Runs = append(rep.Runs, runResult{Policy: p, Repeat: i + 1, Records: recs, Samples: samples, Summary: summarize(p.Name, tr.name, rep.scoring(), recs, samples)})
+	}
+	if err := rep.write(dir, tr.reqs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		warmup time.Duration
+		want   [2]float64 // attainment after the warm-up of each repeat
+	}{
+		{time.Minute, [2]float64{2.0 / 3, 1}},
+		{5 * time.Minute, [2]float64{1, 1}},
+	} {
+		cfg.warmup = tc.warmup
+		if err := render(cfg); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, tr.name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back report
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Warmup != tc.warmup || len(back.Runs) != 2 {
+			t.Fatalf("warm-up %s, %d runs", back.Warmup, len(back.Runs))
+		}
+		for i, run := range back.Runs {
+			if got := run.Summary.AfterWarmup.Attainment; run.Summary.Requests != 3-i || got != tc.want[i] {
+				t.Errorf("warm-up %s, repeat %d: %d requests, attainment after the warm-up %v; want %d and %v", tc.warmup, run.Repeat, run.Summary.Requests, got, 3-i, tc.want[i])
+			}
+		}
+		if len(back.Points) != 1 || back.Points[0].Repeats != 2 {
+			t.Errorf("points %+v, want one of 2 repeats", back.Points)
+		}
+	}
+}

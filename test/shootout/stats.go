@@ -43,7 +43,8 @@ type Interval struct {
 	HasInterval bool    `json:"hasInterval"`
 }
 
-// interval computes the Interval of xs (NaN values left out).
+// interval computes the Interval of xs (NaN values left out). Of no value
+// it is the zero Interval, N 0: nothing to show (and JSON has no NaN).
 func interval(xs []float64) Interval {
 	var vals []float64
 	for _, x := range xs {
@@ -53,7 +54,6 @@ func interval(xs []float64) Interval {
 	}
 	iv := Interval{N: len(vals)}
 	if iv.N == 0 {
-		iv.Mean, iv.Lo, iv.Hi = math.NaN(), math.NaN(), math.NaN()
 		return iv
 	}
 	var sum float64
