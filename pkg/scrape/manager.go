@@ -303,8 +303,8 @@ func (m *Manager) ScrapeNow(ctx context.Context, ts []Target) {
 				// A slot of the pod's namespace first, then a worker: one
 				// namespace's scrapes never hold more than its share of
 				// the pool, nor wait in its queue for one.
-				leave, ok := m.firstShares.enter(ctx, t.Pod.Namespace)
-				if !ok {
+				leave, entered := m.firstShares.enter(ctx, t.Pod.Namespace)
+				if !entered {
 					m.unclaim(t.Pod, done)
 					return
 				}
