@@ -35,8 +35,8 @@ const (
 	// MaxModelNameBytes of names, MaxWindowModels windowed models of
 	// MaxWindowBuckets buckets in all, full windows, parse.MaxAdapters
 	// adapters of the longest names) measured
-	// about 60 KiB (TestTenantPagesRetainAtMostMaxPodBytes); the real
-	// vLLM V1 page with full windows about 10 KiB.
+	// 63 KiB (TestTenantPagesRetainAtMostMaxPodBytes); the real vLLM V1
+	// page with full windows 8.7 KiB.
 	MaxPodBytes = 80 << 10
 )
 
@@ -121,6 +121,13 @@ func build(g *good, at time.Time, page *parse.Page, prev *good, window time.Dura
 	}
 	g.copyAdapters()
 	same := g.slo.build(at, page.HistogramsSkipped, ms, prev, window)
+	if same {
+		// The same names as prev's: keep prev's strings (the index's keys),
+		// so that a name the parser made anew for this page is not kept twice.
+		for i := range g.models {
+			g.models[i].Name = prev.models[i].Name
+		}
+	}
 	g.indexModels(prev, same)
 	return g
 }
