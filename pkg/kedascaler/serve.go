@@ -15,18 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 )
 
-// Bounds of the gRPC server: KEDA's metadata is small, and a KEDA operator
-// holds a few connections with a stream per push trigger.
-const (
-	maxRecvMsgSize       = 64 << 10
-	maxConcurrentStreams = 256
-	gracefulStopTimeout  = 5 * time.Second
-)
+// gracefulStopTimeout is how long Serve lets calls end once its context is
+// done. The server's bounds are in limits.go.
+const gracefulStopTimeout = 5 * time.Second
 
 // CertKeySource gives the current serving certificate and key, PEM
 // encoded (the API server's dynamiccertificates.CertKeyContentProvider
@@ -94,21 +89,34 @@ type Server struct {
 }
 
 // Listen opens address and builds the gRPC server for scaler: TLS with
-// tlsConfig, plaintext when it is nil. Requests are counted in reg by
-// method and code. Serve serves it.
-func Listen(address string, tlsConfig *tls.Config, scaler *Scaler, reg prometheus.Registerer) (*Server, error) {
+// tlsConfig, plaintext when it is nil, within DefaultLimits unless options
+// say otherwise. Requests are counted in reg by method and code, and what
+// the limits refused by limit. Serve serves it.
+func Listen(address string, tlsConfig *tls.Config, scaler *Scaler, reg prometheus.Registerer, options ...Option) (*Server, error) {
+	limits := DefaultLimits()
+	for _, o := range options {
+		o(&limits)
+	}
+	if err := limits.Validate(); err != nil {
+		return nil, fmt.Errorf("the KEDA scaler's limits: %w", err)
+	}
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "inference_metrics_adapter",
 		Name:      "keda_scaler_requests_total",
 		Help:      "Calls to the KEDA external scaler, by method and gRPC code (NotFound: no measured value).",
 	}, []string{"method", "code"})
-	if err := reg.Register(requests); err != nil {
-		return nil, fmt.Errorf("registering the KEDA scaler metrics: %w", err)
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "inference_metrics_adapter",
+		Name:      "keda_scaler_refused_total",
+		Help:      "Connections and calls the KEDA external scaler's port refused at its limits (limit: connections, streams).",
+	}, []string{"limit"})
+	for _, c := range []prometheus.Collector{requests, refused} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering the KEDA scaler metrics: %w", err)
+		}
 	}
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(maxRecvMsgSize),
-		grpc.MaxConcurrentStreams(maxConcurrentStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	calls := newCallLimiter(limits.MaxStreams, refused.WithLabelValues("streams"))
+	opts := append(limits.serverOptions(calls),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			resp, err := handler(ctx, req)
 			requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
@@ -119,7 +127,7 @@ func Listen(address string, tlsConfig *tls.Config, scaler *Scaler, reg prometheu
 			requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
 			return err
 		}),
-	}
+	)
 	if tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
@@ -127,6 +135,7 @@ func Listen(address string, tlsConfig *tls.Config, scaler *Scaler, reg prometheu
 	if err != nil {
 		return nil, fmt.Errorf("listening for the KEDA scaler on %s: %w", address, err)
 	}
+	lis = newConnLimiter(lis, limits.MaxConnections, refused.WithLabelValues("connections"))
 	g := grpc.NewServer(opts...)
 	scaler.Register(g)
 	return &Server{lis: lis, grpc: g}, nil
