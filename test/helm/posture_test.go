@@ -72,9 +72,10 @@ func TestAPINetworkPolicy(t *testing.T) {
 			want: []rule{{[]any{ipBlock("10.0.0.10/32"), ipBlock("fd00::10/128"), konnectivityPeer}, tcp(6443)}}},
 		{name: "extra peers alone", args: konnectivity, want: []rule{{[]any{konnectivityPeer}, tcp(6443)}}},
 		{name: "the container port", args: append([]string{"--set", "adapter.containerPort=8443"}, cidrs...), want: []rule{{[]any{ipBlock("10.0.0.10/32"), ipBlock("fd00::10/128")}, tcp(8443)}}},
-		// The KEDA port has no policy of its own yet: it stays open to all,
-		// as without this policy, and the API rule does not name it.
-		{name: "KEDA port left as it was", args: append([]string{"--set", "kedaScaler.enabled=true"}, cidrs...),
+		// With its own policy turned off (kedaScaler.networkPolicy), the KEDA
+		// port stays open to all, as without this policy, and the API rule
+		// does not name it.
+		{name: "KEDA port left as it was", args: append([]string{"--set", "kedaScaler.enabled=true", "--set", "kedaScaler.allowUnauthenticated=true", "--set", "kedaScaler.networkPolicy.enabled=false"}, cidrs...),
 			want: []rule{{[]any{ipBlock("10.0.0.10/32"), ipBlock("fd00::10/128")}, tcp(6443)}, {nil, tcp(9443)}}},
 		{name: "disabled", args: []string{"--set", "apiNetworkPolicy.enabled=false"}},
 		{name: "no addresses", wantErr: "set apiNetworkPolicy.controlPlaneCIDRs"},
