@@ -71,6 +71,11 @@ type KEDAScalerConfig struct {
 	// Plaintext serves without TLS; otherwise the API server's serving
 	// certificate is used.
 	Plaintext bool
+	// MaxConnections and MaxStreams bound the connections open and the
+	// calls and streams in flight (kedascaler.Limits); 0 means the
+	// default.
+	MaxConnections int
+	MaxStreams     int
 }
 
 // Run builds the adapter from cfg and serves until ctx is done.
@@ -323,7 +328,14 @@ func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, p *pro
 		}
 	}
 	scaler := kedascaler.New(kedascaler.Config{StreamInterval: cfg.Scrape.Interval}, p, p.External())
-	return kedascaler.Listen(kc.Address, tlsConfig, scaler, reg)
+	limits := kedascaler.DefaultLimits()
+	if kc.MaxConnections > 0 {
+		limits.MaxConnections = kc.MaxConnections
+	}
+	if kc.MaxStreams > 0 {
+		limits.MaxStreams = kc.MaxStreams
+	}
+	return kedascaler.Listen(kc.Address, tlsConfig, scaler, reg, kedascaler.WithLimits(limits))
 }
 
 // kubeRegisterer registers client_golang collectors into the API server's

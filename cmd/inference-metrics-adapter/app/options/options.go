@@ -75,6 +75,12 @@ type Options struct {
 	KEDAScalerSubjectAccessReview  bool
 	KEDAScalerAllowUnauthenticated bool
 
+	// KEDAScalerMaxConnections and KEDAScalerMaxStreams bound the KEDA
+	// port: connections open, and calls and streams in flight over all of
+	// them.
+	KEDAScalerMaxConnections int
+	KEDAScalerMaxStreams     int
+
 	// FirstScrapeConcurrency is the size of the on-demand scrape pool.
 	FirstScrapeConcurrency int
 	// NamespaceScrapeConcurrency caps the background scrapes one namespace
@@ -121,6 +127,9 @@ func NewOptions() *Options {
 
 		ShutdownDelay:  10 * time.Second,
 		AnswerCacheTTL: defaultAnswerCacheTTL,
+
+		KEDAScalerMaxConnections: kedascaler.DefaultMaxConnections,
+		KEDAScalerMaxStreams:     kedascaler.DefaultMaxStreams,
 	}
 }
 
@@ -232,6 +241,8 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.KEDAScalerGrants, "keda-scaler-grant", o.KEDAScalerGrants, "With --keda-scaler-client-ca-file: allow a client certificate's user (CN) or group (O) the namespaces listed, as user:NAME=NS[,NS...] or group:NAME=NS[,NS...], NS * for every namespace, e.g. user:keda-operator=*. Repeat the flag for more.")
 	fs.BoolVar(&o.KEDAScalerSubjectAccessReview, "keda-scaler-subject-access-review", o.KEDAScalerSubjectAccessReview, "With --keda-scaler-client-ca-file: also allow a client certificate's user a namespace where the API server's authorization (a SubjectAccessReview, cached as for the API port) lets it get the same metric of custom.metrics.k8s.io.")
 	fs.BoolVar(&o.KEDAScalerAllowUnauthenticated, "keda-scaler-allow-unauthenticated", o.KEDAScalerAllowUnauthenticated, "With --keda-scaler-address and no --keda-scaler-client-ca-file: let callers without a client certificate ask about any namespace's values. Only for a port that nothing but KEDA can reach (a NetworkPolicy); logged as a warning at start.")
+	fs.IntVar(&o.KEDAScalerMaxConnections, "keda-scaler-max-connections", o.KEDAScalerMaxConnections, "With --keda-scaler-address: most connections open to the KEDA port at once; one past it is closed as it is accepted. KEDA's operator holds a few.")
+	fs.IntVar(&o.KEDAScalerMaxStreams, "keda-scaler-max-streams", o.KEDAScalerMaxStreams, "With --keda-scaler-address: most KEDA scaler calls and StreamIsActive streams in flight at once, over all connections; one past it fails with ResourceExhausted. KEDA holds a stream per external-push trigger and a call per poll.")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
 }
 
@@ -281,6 +292,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--first-scrape-timeout must not be negative, got %s", o.FirstScrapeTimeout))
 	}
 	errs = append(errs, o.validateKEDAScaler()...)
+	errs = append(errs, o.validateKEDAScalerLimits()...)
 	for _, ns := range o.Namespaces {
 		if strings.TrimSpace(ns) == "" {
 			errs = append(errs, fmt.Errorf("--namespaces has an empty entry"))
@@ -326,11 +338,40 @@ func (o *Options) validateMemoryBudget(limit int64) error {
 		return nil
 	}
 	workers := int64(o.ScrapeConcurrency) + int64(o.FirstScrapeConcurrency)
-	if o.MaxBodySize <= limit/2/workers {
+	keda := o.kedaScalerWorstCase()
+	if keda < limit/2 && o.MaxBodySize <= (limit/2-keda)/workers {
 		return nil
 	}
-	return fmt.Errorf("(--scrape-concurrency %d + --first-scrape-concurrency %d) x --max-body-size %d = %d bytes of page buffers at worst, more than half of the memory limit of %d bytes; lower these flags or raise the limit (GOMEMLIMIT or the container's)",
-		o.ScrapeConcurrency, o.FirstScrapeConcurrency, o.MaxBodySize, workers*o.MaxBodySize, limit)
+	kedaText := ","
+	if keda > 0 {
+		kedaText = fmt.Sprintf(", plus %d bytes for the KEDA port's connections and calls at worst (--keda-scaler-max-connections %d, --keda-scaler-max-streams %d),",
+			keda, o.KEDAScalerMaxConnections, o.KEDAScalerMaxStreams)
+	}
+	return fmt.Errorf("(--scrape-concurrency %d + --first-scrape-concurrency %d) x --max-body-size %d = %d bytes of page buffers at worst%s more than half of the memory limit of %d bytes; lower these flags or raise the limit (GOMEMLIMIT or the container's)",
+		o.ScrapeConcurrency, o.FirstScrapeConcurrency, o.MaxBodySize, workers*o.MaxBodySize, kedaText, limit)
+}
+
+// kedaScalerWorstCase is the heap the KEDA port's clients can hold at
+// worst: 0 when the port is off or its limits are invalid (Validate says
+// so).
+func (o *Options) kedaScalerWorstCase() int64 {
+	if o.KEDAScalerAddress == "" || o.validateKEDAScalerLimits() != nil {
+		return 0
+	}
+	return kedascaler.Limits{MaxConnections: o.KEDAScalerMaxConnections, MaxStreams: o.KEDAScalerMaxStreams}.WorstCaseBytes()
+}
+
+// validateKEDAScalerLimits checks --keda-scaler-max-connections and
+// --keda-scaler-max-streams.
+func (o *Options) validateKEDAScalerLimits() []error {
+	var errs []error
+	if o.KEDAScalerMaxConnections < 1 || o.KEDAScalerMaxConnections > kedascaler.MaxLimit {
+		errs = append(errs, fmt.Errorf("--keda-scaler-max-connections must be between 1 and %d, got %d", kedascaler.MaxLimit, o.KEDAScalerMaxConnections))
+	}
+	if o.KEDAScalerMaxStreams < 1 || o.KEDAScalerMaxStreams > kedascaler.MaxLimit {
+		errs = append(errs, fmt.Errorf("--keda-scaler-max-streams must be between 1 and %d, got %d", kedascaler.MaxLimit, o.KEDAScalerMaxStreams))
+	}
+	return errs
 }
 
 // Config turns validated options into the server's configuration.
@@ -390,6 +431,8 @@ func (o *Options) Config() (*server.Config, error) {
 		AnswerCacheTTL:     o.AnswerCacheTTL,
 		KEDAScaler: server.KEDAScalerConfig{
 			Address:              o.KEDAScalerAddress,
+			MaxConnections:       o.KEDAScalerMaxConnections,
+			MaxStreams:           o.KEDAScalerMaxStreams,
 			ClientCAFile:         o.KEDAScalerClientCAFile,
 			Plaintext:            o.KEDAScalerPlaintext,
 			Grants:               grants,
