@@ -76,6 +76,14 @@ type KEDAScalerConfig struct {
 	// default.
 	MaxConnections int
 	MaxStreams     int
+	// Grants allow client certificates' users and groups namespaces.
+	Grants []kedascaler.Grant
+	// SubjectAccessReview also allows a caller what the API server's
+	// authorizer lets it get of custom.metrics.k8s.io.
+	SubjectAccessReview bool
+	// AllowUnauthenticated lets callers without a client certificate ask
+	// about any namespace.
+	AllowUnauthenticated bool
 }
 
 // Run builds the adapter from cfg and serves until ctx is done.
@@ -192,7 +200,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 	if err := srv.GenericAPIServer.AddLivezChecks(0, scrapeLoopAlive(scraper, cfg.Scrape.Interval, clk)); err != nil {
 		return nil, fmt.Errorf("adding livez check: %w", err)
 	}
-	keda, err := kedaScaler(cfg, apiConfig.GenericConfig.SecureServing, p, reg)
+	keda, err := kedaScaler(cfg, apiConfig.GenericConfig.SecureServing, apiConfig.GenericConfig.Authorization.Authorizer, p, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -310,9 +318,11 @@ func scrapeLoopAlive(s scrapeActivity, interval time.Duration, clk clock.Passive
 }
 
 // kedaScaler opens the KEDA external scaler's port when cfg asks for it,
-// with the API server's serving certificate unless plaintext is asked for;
-// nil when it is off.
-func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, p *provider.Provider, reg prometheus.Registerer) (*kedascaler.Server, error) {
+// with the API server's serving certificate unless plaintext is asked for,
+// and its authorization rule: cfg's grants, and authz (the API server's
+// delegated authorizer, whose verdicts it caches) when asked for; nil when
+// it is off.
+func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, authz kedascaler.Reviewer, p *provider.Provider, reg prometheus.Registerer) (*kedascaler.Server, error) {
 	kc := cfg.KEDAScaler
 	if kc.Address == "" {
 		return nil, nil
@@ -327,7 +337,17 @@ func kedaScaler(cfg *Config, serving *genericapiserver.SecureServingInfo, p *pro
 			return nil, fmt.Errorf("KEDA scaler TLS: %w", err)
 		}
 	}
-	scaler := kedascaler.New(kedascaler.Config{StreamInterval: cfg.Scrape.Interval}, p, p.External())
+	access := kedascaler.Access{Grants: kc.Grants, AllowUnauthenticated: kc.AllowUnauthenticated}
+	if kc.SubjectAccessReview {
+		if authz == nil {
+			return nil, fmt.Errorf("the KEDA scaler's SubjectAccessReviews go through the API server's authorizer, and there is none")
+		}
+		access.Reviewer = authz
+	}
+	if kc.AllowUnauthenticated {
+		klog.Warning("The KEDA scaler's port answers callers without a client certificate about any namespace (--keda-scaler-allow-unauthenticated): make sure only KEDA can reach it")
+	}
+	scaler := kedascaler.New(kedascaler.Config{StreamInterval: cfg.Scrape.Interval, Access: access}, p, p.External())
 	limits := kedascaler.DefaultLimits()
 	if kc.MaxConnections > 0 {
 		limits.MaxConnections = kc.MaxConnections
