@@ -305,3 +305,36 @@ func TestParseGrant(t *testing.T) {
 		})
 	}
 }
+
+// A StreamIsActive stream is authorized again at every read: a caller the
+// reviewer stops allowing (a RoleBinding removed) sees its stream end with
+// PermissionDenied instead of being pushed values for ever.
+func TestStreamEndsWhenTheCallerIsNoLongerAllowed(t *testing.T) {
+	ca := issue(t, "test-ca", nil, true, false)
+	var mu sync.Mutex
+	allowed := true
+	reviewer := &fakeReviewer{allow: func(authorizer.Attributes) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return allowed
+	}}
+	cert := issueClient(t, "team-a-scaler", nil, ca)
+	c := tlsScaler(t, kedascaler.Access{Reviewer: reviewer}, ca, true)(&cert)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := c.StreamIsActive(ctx, ref("team-a", md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "llm")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := stream.Recv(); err != nil || !got.Result {
+		t.Fatalf("first push %v, %v; want active", got, err)
+	}
+	mu.Lock()
+	allowed = false
+	mu.Unlock()
+	// The value does not change, so nothing more is pushed: the stream ends
+	// at the next read (the fleet's stream interval is a second).
+	if _, err := stream.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("after the reviewer stopped allowing: %v, want PermissionDenied", err)
+	}
+}

@@ -147,8 +147,8 @@ func (s *Scaler) IsActive(ctx context.Context, ref *pb.ScaledObjectRef) (*pb.IsA
 }
 
 // StreamIsActive sends IsActive's answer at once and then whenever it
-// changes, reading the value every StreamInterval, until the stream's
-// context ends. When the value cannot be read the stream ends with that
+// changes, reading the value every StreamInterval (the caller authorized
+// again each time), until the stream's context ends. When the value cannot be read the stream ends with that
 // error (KEDA reconnects after a pause), rather than sending "inactive".
 func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStreamingServer[pb.IsActiveResponse]) error {
 	ctx := stream.Context()
@@ -160,6 +160,13 @@ func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStrea
 	defer t.Stop()
 	first, last := true, false
 	for {
+		// The caller is authorized again at each read (the reviewer's
+		// verdicts are cached): one no longer allowed sees the stream end.
+		if !first {
+			if _, err := s.admit(ctx, ref); err != nil {
+				return err
+			}
+		}
 		v, err := s.read(ctx, q)
 		if err != nil {
 			return err
