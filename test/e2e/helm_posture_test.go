@@ -93,6 +93,9 @@ func (h *helmEnv) checkPodSecurity(t *testing.T) {
 	// A pod of each template, created with dry run: admission runs,
 	// nothing is stored.
 	admit := func(name, namespace string, spec corev1.PodSpec) error {
+		// This control plane has no RuntimeClass nvidia (ci/gpu-agent's);
+		// it has no bearing on Pod Security.
+		spec.RuntimeClassName = nil
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: spec}
 		_, err := h.cp.Client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
