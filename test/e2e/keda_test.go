@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -23,20 +25,29 @@ import (
 )
 
 // TestKEDAExternalScaler: an adapter started with --keda-scaler-address on
-// loopback answers KEDA's own generated client (externalscaler.proto, from
-// KEDA's module) over TLS with its serving certificate, for a ScaledObject
-// whose trigger names a simulated vLLM Deployment: the spec, the idle
-// value 0 (measured) and inactive, the queue under load (the value the
-// custom metrics API serves for the Deployment) and active, a push to
-// StreamIsActive when the load ends, NotFound (never 0) once the
-// Deployment has no pods, and nothing across namespaces. KEDA's operator
-// itself is not built here (docs/keda.md says why).
+// loopback, --keda-scaler-client-ca-file and grants (the documented secure
+// set-up), answers KEDA's own generated client (externalscaler.proto, from
+// KEDA's module) over TLS with its serving certificate and a client
+// certificate whose CN is keda-operator, for a ScaledObject whose trigger
+// names a simulated vLLM Deployment: the spec, the idle value 0 (measured)
+// and inactive, the queue under load (the value the custom metrics API
+// serves for the Deployment) and active, a push to StreamIsActive when the
+// load ends, NotFound (never 0) once the Deployment has no pods, and
+// nothing across namespaces. Callers without a certificate of the client
+// CA are refused at the handshake, one without a CN is Unauthenticated,
+// and a tenant granted its own namespace gets PermissionDenied for another
+// in all four calls. KEDA's operator itself is not built here (docs/keda.md
+// says why).
 func TestKEDAExternalScaler(t *testing.T) {
 	e := requireEnv(t, framework.ComponentSim, framework.ComponentAdapter)
 	t.Parallel()
-	client := startKEDAAdapter(t, e)
 	ns := e.Namespace(t)
 	other := e.Namespace(t)
+	// As docs/keda.md sets the port up: client certificates of a CA of its
+	// own, KEDA's operator (CN keda-operator) granted every namespace, and
+	// a tenant's certificate granted only its own namespace.
+	k := startKEDAAdapter(t, e, framework.AdapterService+"-keda", "user:keda-operator=*", "user:tenant="+other)
+	client := k.caller(t, "keda-operator")
 	d := simDeployment("llm", 1, "--max-num-seqs=4")
 	createSimDeployment(t, e, ns, d, 1)
 
@@ -57,6 +68,47 @@ func TestKEDAExternalScaler(t *testing.T) {
 	}
 	if len(spec.MetricSpecs) != 1 || spec.MetricSpecs[0].MetricName != metricQueue || spec.MetricSpecs[0].TargetSizeFloat != 5 {
 		t.Fatalf("GetMetricSpec = %v, want %s with target 5", spec, metricQueue)
+	}
+
+	// Who may ask: a certificate of the port's client CA, whose CN a grant
+	// allows the ScaledObject's namespace. Without a certificate, or with
+	// one of another CA (the same CN), the TLS handshake itself is refused:
+	// Unavailable, where KEDA's operator was just answered on the same port.
+	// (Its text varies: with TLS 1.3 the client may see the server's alert,
+	// "certificate required", or only the connection closed under its
+	// first write.)
+	stranger, err := framework.NewCA("e2e-stranger-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := stranger.Issue(framework.CertSpec{CommonName: "keda-operator", Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedCert, err := tls.X509KeyPair(forged.CertPEM, forged.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]pb.ExternalScalerClient{"no client certificate": k.dial(t, nil), "a certificate of another CA": k.dial(t, &forgedCert)} {
+		_, err := c.GetMetricSpec(ctx, ref)
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("a caller with %s: GetMetricSpec = %v, want the handshake refused (Unavailable)", name, err)
+		} else {
+			t.Logf("a caller with %s: %v", name, err)
+		}
+	}
+	// A certificate of the client CA without a CN names no user.
+	wantCode(t, "a certificate without a CN", kedaCalls(ctx, k.caller(t, ""), ref), codes.Unauthenticated)
+	// The tenant may ask about its own namespace (nothing named llm there),
+	// never about another's.
+	tenant := k.caller(t, "tenant")
+	wantCode(t, "tenant about "+ns, kedaCalls(ctx, tenant, ref), codes.PermissionDenied)
+	own := &pb.ScaledObjectRef{Name: "llm", Namespace: other, ScalerMetadata: ref.ScalerMetadata}
+	if _, err := tenant.GetMetricSpec(ctx, own); err != nil {
+		t.Errorf("tenant about its own namespace %s: GetMetricSpec = %v, want the spec", other, err)
+	}
+	if _, err := tenant.GetMetrics(ctx, &pb.GetMetricsRequest{ScaledObjectRef: own, MetricName: metricQueue}); status.Code(err) != codes.NotFound {
+		t.Errorf("tenant about its own namespace %s: GetMetrics = %v, want NotFound (no Deployment llm there)", other, err)
 	}
 
 	// Idle: a measured 0, inactive.
@@ -186,23 +238,47 @@ func kedaRead(ctx context.Context, c pb.ExternalScalerClient, ref *pb.ScaledObje
 	return m.MetricValues[0].MetricValueFloat, a.Result, nil
 }
 
-// startKEDAAdapter runs a second adapter (registered as no API) serving the
-// KEDA scaler on a loopback port with its serving certificate, and returns
-// KEDA's generated client for it, verifying that certificate.
-func startKEDAAdapter(t *testing.T, e *framework.Environment) pb.ExternalScalerClient {
+// kedaPort is a second adapter (registered as no API) serving the KEDA
+// scaler on a loopback port with its serving certificate, and requiring
+// client certificates signed by clientCA, as docs/keda.md sets it up.
+type kedaPort struct {
+	adapter  *framework.Adapter
+	addr     string
+	clientCA *framework.CA
+}
+
+// startKEDAAdapter starts a kedaPort whose Service (and log) is named
+// service, with --keda-scaler-client-ca-file and each of grants as a
+// --keda-scaler-grant, e.g. "user:keda-operator=*".
+func startKEDAAdapter(t *testing.T, e *framework.Environment, service string, grants ...string) *kedaPort {
 	t.Helper()
 	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	k := &kedaPort{addr: "127.0.0.1:" + strconv.Itoa(port)}
+	if k.clientCA, err = framework.NewCA("e2e-keda-client-ca"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.ControlPlane.Dir, "keda-"+service)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := k.clientCA.WriteCA(dir, "client-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(framework.AdapterArgs(), "--keda-scaler-address="+k.addr, "--keda-scaler-client-ca-file="+caFile)
+	for _, g := range grants {
+		args = append(args, "--keda-scaler-grant="+g)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, err := framework.StartAdapter(ctx, e.ControlPlane, framework.AdapterConfig{
+	k.adapter, err = framework.StartAdapter(ctx, e.ControlPlane, framework.AdapterConfig{
 		Binary:            e.Adapter.Config().Binary,
 		Namespace:         framework.AdapterNamespace,
-		Service:           framework.AdapterService + "-keda",
-		Args:              append(framework.AdapterArgs(), "--keda-scaler-address="+addr, "--keda-scaler-allow-unauthenticated"),
+		Service:           service,
+		Args:              args,
 		SkipCustomMetrics: true,
 	})
 	if err != nil {
@@ -211,19 +287,73 @@ func startKEDAAdapter(t *testing.T, e *framework.Environment) pb.ExternalScalerC
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := a.Stop(ctx); err != nil {
-			t.Errorf("stop the KEDA adapter: %v", err)
+		if err := k.adapter.Stop(ctx); err != nil {
+			t.Errorf("stop the KEDA adapter %s: %v", service, err)
 		}
 	})
+	return k
+}
+
+// caller returns KEDA's generated client for the port, presenting a client
+// certificate of the port's client CA whose CN is user (the identity the
+// port reads from it; "" gives a certificate without a CN).
+func (k *kedaPort) caller(t *testing.T, user string) pb.ExternalScalerClient {
+	t.Helper()
+	kp, err := k.clientCA.Issue(framework.CertSpec{CommonName: user, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.dial(t, &cert)
+}
+
+// dial returns KEDA's generated client for the port, verifying its serving
+// certificate and presenting cert (nil: no client certificate).
+func (k *kedaPort) dial(t *testing.T, cert *tls.Certificate) pb.ExternalScalerClient {
+	t.Helper()
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(a.CA.CertPEM) {
+	if !roots.AppendCertsFromPEM(k.adapter.CA.CertPEM) {
 		t.Fatal("the adapter's CA has no certificate")
 	}
-	creds := credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: a.ServerName, MinVersion: tls.VersionTLS12})
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	cfg := &tls.Config{RootCAs: roots, ServerName: k.adapter.ServerName, MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	conn, err := grpc.NewClient(k.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return pb.NewExternalScalerClient(conn)
+}
+
+// kedaCalls makes each of the scaler's four calls about ref once (a
+// StreamIsActive stream until its first push) and returns their errors by
+// method.
+func kedaCalls(ctx context.Context, c pb.ExternalScalerClient, ref *pb.ScaledObjectRef) map[string]error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out := map[string]error{}
+	_, out["GetMetricSpec"] = c.GetMetricSpec(ctx, ref)
+	_, out["GetMetrics"] = c.GetMetrics(ctx, &pb.GetMetricsRequest{ScaledObjectRef: ref, MetricName: ref.ScalerMetadata["metricName"]})
+	_, out["IsActive"] = c.IsActive(ctx, ref)
+	stream, err := c.StreamIsActive(ctx, ref)
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	out["StreamIsActive"] = err
+	return out
+}
+
+// wantCode reports each of calls (kedaCalls) whose code is not want.
+func wantCode(t *testing.T, who string, calls map[string]error, want codes.Code) {
+	t.Helper()
+	for _, m := range []string{"GetMetricSpec", "GetMetrics", "IsActive", "StreamIsActive"} {
+		if got := status.Code(calls[m]); got != want {
+			t.Errorf("%s: %s = %v, want %s", who, m, calls[m], want)
+		}
+	}
 }

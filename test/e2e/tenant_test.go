@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+
+	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
@@ -66,13 +70,19 @@ type hostilePage struct {
 
 // TestHostileTenant: a tenant forges GPU values for another namespace's
 // pods with a fake gpu-agent, serves pages crafted to exhaust memory (1 MiB
-// model names), pin a core (40,000 models), carry values the HPA must never
+// model names; 64 models of 1 KiB names, past the store's 8 KiB of names
+// per pod), pin a core (40,000 models), carry values the HPA must never
 // see (1e16, negatives, a KV-cache fraction of 7.5, duplicated series, a
 // 1 MiB malformed value), and hang; a reader of the tenant namespace asks
 // about hundreds of selectors, without a selector, and about the hanging
-// pod many times at once. The victim's HPA keeps reading correct values
-// throughout, nothing forged or out of range is served, and the adapter's
-// peak memory stays under its limit.
+// pod many times at once. At the same time the tenant, as a KEDA caller
+// with a client certificate granted only its namespace, asks a second
+// adapter's KEDA port about the victim's namespace, a thousand selectors
+// of its own and a selector of negations only, while KEDA's operator reads
+// the victim Deployment there. The victim's HPA and KEDA's operator keep
+// reading correct values throughout, the tenant is refused the victim's
+// namespace every time, nothing forged or out of range is served, and both
+// adapters' peak memory stays under the limit.
 func TestHostileTenant(t *testing.T) {
 	e := requireEnv(t, framework.ComponentSim, framework.ComponentAdapter)
 	t.Parallel()
@@ -86,12 +96,25 @@ func TestHostileTenant(t *testing.T) {
 	victimSel := labels.SelectorFromSet(victim.Spec.Selector.MatchLabels)
 	createHPA(t, e, victimNS, newHPA(victim.Name, 2, 4, framework.PodsMetric(metricQueue, "5"), 0))
 
+	// A second adapter serving the KEDA scaler's port, as docs/keda.md sets
+	// it up: client certificates of a CA of its own, KEDA's operator
+	// granted the victim's namespace and the tenant's certificate only its
+	// own. The suite's adapter (whose custom metrics API the victim's HPA
+	// reads) has no KEDA port.
+	kp := startKEDAAdapter(t, e, framework.AdapterService+"-keda-tenant", "user:keda-operator="+victimNS, "user:tenant="+tenantNS)
+	operator := kp.caller(t, "keda-operator")
+	attacker := kp.caller(t, "tenant")
+	victimRef := &pb.ScaledObjectRef{Name: victim.Name, Namespace: victimNS, ScalerMetadata: map[string]string{
+		"metricName": metricQueue, "targetValue": "5", "deployment": victim.Name,
+	}}
+
 	// The tenant's pods, each served by this test at 127.1.0.N.
 	forged := forgedAgentPage(victimNS, podNames(victimPods))
 	pages := []hostilePage{
 		{name: "forged-agent", page: func(w http.ResponseWriter) { fmt.Fprint(w, forged) }},
 		{name: "huge-model-name", page: hugeModelNamePage, refused: []string{metricQueue}, why: "label size bound"},
 		{name: "many-models", page: manyModelsPage, refused: []string{metricQueue}, why: "models bound"},
+		{name: "long-model-names", page: longModelNamesPage, refused: []string{metricQueue}, why: "bytes of model names the store keeps per pod"},
 		{name: "bad-values", page: badValuesPage, refused: []string{metricBatch, metricKV}, why: "refused as out of range"},
 		{name: "huge-value", page: hugeValuePage},
 		{name: "duplicates", page: duplicatesPage, refused: []string{metricQueue}, why: "duplicate series"},
@@ -128,6 +151,16 @@ func TestHostileTenant(t *testing.T) {
 		return err == nil && len(vals) == 2, nil
 	}); err != nil {
 		t.Fatalf("the victim's %s never answered before the attack: %v", metricQueue, err)
+	}
+	var lastKEDA string
+	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		err := checkVictimKEDA(ctx, operator, victimReader, victimRef, nil)
+		if err != nil {
+			lastKEDA = err.Error()
+		}
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the victim's %s never answered on the KEDA port before the attack (last: %s): %v", metricQueue, lastKEDA, err)
 	}
 
 	// The attack, and the victim watched through it.
@@ -180,7 +213,72 @@ func TestHostileTenant(t *testing.T) {
 		})
 	}
 
+	// The same tenant on the KEDA port, with its own client certificate:
+	// the victim's namespace in every call (each must be PermissionDenied),
+	// a new pod selector of its own namespace on every call (past the KEDA
+	// pool's 64 per namespace), its crafted pods by selector (so that this
+	// adapter scrapes their pages too), and a selector of negations only
+	// (InvalidArgument).
+	var kedaAsked, kedaFlood atomic.Int64
+	var kedaWrong sync.Map // what the tenant got wrong, by call
+	attackEnd, _ := attackCtx.Deadline()
+	kedaWant := func(what string, err error, want codes.Code) {
+		kedaAsked.Add(1)
+		// A call cut by the attack's end is not counted: its own context,
+		// of the same deadline, may expire before attackCtx says so.
+		if status.Code(err) != want && time.Now().Before(attackEnd) {
+			kedaWrong.Store(what, fmt.Sprintf("%v, want %s", err, want))
+		}
+	}
+	victimBySelector := &pb.ScaledObjectRef{Name: "steal", Namespace: victimNS, ScalerMetadata: map[string]string{
+		"metricName": metricQueue, "targetValue": "1", "podSelector": victimSel.String(),
+	}}
+	attack(func(i int) {
+		ref := victimRef
+		if i%2 == 1 {
+			ref = victimBySelector
+		}
+		for m, err := range kedaCalls(attackCtx, attacker, ref) {
+			kedaWant("the victim's namespace: "+m, err, codes.PermissionDenied)
+		}
+		time.Sleep(100 * time.Millisecond)
+	})
+	tenantRef := func(name, selector string) *pb.ScaledObjectRef {
+		return &pb.ScaledObjectRef{Name: name, Namespace: tenantNS, ScalerMetadata: map[string]string{
+			"metricName": metricQueue, "targetValue": "1", "podSelector": selector,
+		}}
+	}
+	kedaMetrics := func(ref *pb.ScaledObjectRef) error {
+		rctx, rcancel := context.WithTimeout(attackCtx, 5*time.Second)
+		defer rcancel()
+		_, err := attacker.GetMetrics(rctx, &pb.GetMetricsRequest{ScaledObjectRef: ref, MetricName: metricQueue})
+		return err
+	}
+	// Fewer than on the API: the calls and their TLS cost this process's
+	// CPU, which the tests running beside this one time their clients with.
+	attack(func(i int) {
+		err := kedaMetrics(tenantRef("flood", fmt.Sprintf("app=tenant,flood=keda-%d", i)))
+		kedaAsked.Add(1)
+		if code := status.Code(err); code == codes.PermissionDenied || code == codes.Unauthenticated {
+			kedaWrong.Store("its own namespace", err.Error())
+		}
+		kedaFlood.Add(1)
+		time.Sleep(10 * time.Millisecond)
+	})
+	for _, hp := range pages {
+		attack(func(int) {
+			_ = kedaMetrics(tenantRef(hp.name, "page="+hp.name))
+			kedaAsked.Add(1)
+			time.Sleep(time.Second)
+		})
+	}
+	attack(func(int) {
+		kedaWant("podSelector !zzz", kedaMetrics(tenantRef("all", "!zzz")), codes.InvalidArgument)
+		time.Sleep(200 * time.Millisecond)
+	})
+
 	reads, failures, lastFailure, hpaInactive := 0, 0, "", 0
+	kedaReads, kedaFailures, lastKEDAFailure := 0, 0, ""
 	for attackCtx.Err() == nil {
 		time.Sleep(500 * time.Millisecond)
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -194,6 +292,14 @@ func TestHostileTenant(t *testing.T) {
 		if err != nil {
 			failures++
 			lastFailure = err.Error()
+		} else { // the KEDA port is compared only with right values
+			kctx, kcancel := context.WithTimeout(ctx, 5*time.Second)
+			if kerr := checkVictimKEDA(kctx, operator, victimReader, victimRef, vals); kerr != nil {
+				kedaFailures++
+				lastKEDAFailure = kerr.Error()
+			}
+			kcancel()
+			kedaReads++
 		}
 		if herr == nil && !hpaActive(h) {
 			hpaInactive++
@@ -208,6 +314,18 @@ func TestHostileTenant(t *testing.T) {
 	if hpaInactive > 0 {
 		t.Errorf("the victim's HPA lost its metric (ScalingActive not True) at %d of %d reads", hpaInactive, reads)
 	}
+	t.Logf("on the KEDA port: %d calls of the tenant, %d of them new selectors of its own namespace; %d reads of the victim by KEDA's operator, %d failed",
+		kedaAsked.Load(), kedaFlood.Load(), kedaReads, kedaFailures)
+	if kedaFailures > 0 || kedaReads == 0 {
+		t.Errorf("%d of %d reads of the victim's %s on the KEDA port failed or were wrong; last: %s", kedaFailures, kedaReads, metricQueue, lastKEDAFailure)
+	}
+	if n := kedaFlood.Load(); n <= 64 {
+		t.Errorf("the tenant asked only %d selectors of its own namespace on the KEDA port, not past its 64 per namespace", n)
+	}
+	kedaWrong.Range(func(k, v any) bool {
+		t.Errorf("the tenant on the KEDA port, %s: got %s", k, v)
+		return true
+	})
 	select {
 	case m := <-tooLong:
 		t.Errorf("an answer quoted too much of a page: %s", m)
@@ -273,15 +391,61 @@ func TestHostileTenant(t *testing.T) {
 			t.Errorf("adapter self-metric %s = %g, want at least 1", series, v)
 		}
 	}
-
-	peak, err := peakRSS(e.Adapter.Process.PID())
+	kself, err := selfMetricsOf(ctx, e, kp.adapter)
 	if err != nil {
-		t.Fatalf("adapter memory: %v", err)
+		t.Fatalf("the KEDA port's adapter self-metrics: %v", err)
 	}
-	t.Logf("adapter peak RSS %d MiB (limit %d MiB)", peak>>20, adapterMemoryLimit>>20)
-	if peak > adapterMemoryLimit {
-		t.Errorf("adapter peak RSS %d MiB exceeds the chart's memory limit of %d MiB", peak>>20, adapterMemoryLimit>>20)
+	for _, series := range []string{
+		`inference_metrics_adapter_keda_scaler_requests_total{code="PermissionDenied",method="/externalscaler.ExternalScaler/GetMetrics"}`,
+		`inference_metrics_adapter_keda_scaler_requests_total{code="PermissionDenied",method="/externalscaler.ExternalScaler/StreamIsActive"}`,
+		`inference_metrics_adapter_keda_scaler_requests_total{code="InvalidArgument",method="/externalscaler.ExternalScaler/GetMetrics"}`,
+	} {
+		if v := kself[series]; v < 1 {
+			t.Errorf("the KEDA port's adapter self-metric %s = %g, want at least 1", series, v)
+		} else {
+			t.Logf("the KEDA port's adapter: %s %g", series, v)
+		}
 	}
+
+	for name, a := range map[string]*framework.Adapter{"adapter": e.Adapter, "KEDA port's adapter": kp.adapter} {
+		peak, err := peakRSS(a.Process.PID())
+		if err != nil {
+			t.Fatalf("%s memory: %v", name, err)
+		}
+		t.Logf("%s peak RSS %d MiB (limit %d MiB)", name, peak>>20, adapterMemoryLimit>>20)
+		if peak > adapterMemoryLimit {
+			t.Errorf("%s peak RSS %d MiB exceeds the chart's memory limit of %d MiB", name, peak>>20, adapterMemoryLimit>>20)
+		}
+	}
+}
+
+// checkVictimKEDA reads the victim Deployment's value on the KEDA port as
+// KEDA's operator (GetMetrics, then IsActive) and compares it with what the
+// custom metrics API serves for the Deployment and, when vals (the pods'
+// values, already checked against their pages) is given, with their sum.
+// The simulators are idle, so all are steady.
+func checkVictimKEDA(ctx context.Context, operator pb.ExternalScalerClient, r *framework.MetricsClient, ref *pb.ScaledObjectRef, vals map[string]float64) error {
+	v, _, err := kedaRead(ctx, operator, ref)
+	if err != nil {
+		return fmt.Errorf("KEDA port: %w", err)
+	}
+	obj, err := r.Object(ctx, ref.Namespace, framework.DeploymentKind, ref.Name, metricQueue)
+	if err != nil {
+		return fmt.Errorf("custom metrics API, after the KEDA port's %g: %w", v, err)
+	}
+	if cm := obj.Value.AsApproximateFloat64(); v != cm {
+		return fmt.Errorf("the KEDA port says %g, the custom metrics API %g", v, cm)
+	}
+	if vals != nil {
+		sum := 0.0
+		for _, x := range vals {
+			sum += x
+		}
+		if v != sum {
+			return fmt.Errorf("the KEDA port says %g, the victim's pods %g in all (%s)", v, sum, formatValues(vals))
+		}
+	}
+	return nil
 }
 
 // checkVictimValues compares the adapter's values with what each victim
@@ -418,6 +582,19 @@ func hugeModelNamePage(w http.ResponseWriter) {
 	fmt.Fprintf(w, "vllm:num_requests_waiting{engine=\"0\",model_name=\"%s\"} 1\n", hex.EncodeToString(name))
 }
 
+// longModelNamesPage names 64 models (the parser's most per page) with
+// names of 1 KiB (its most per label value), fresh on every scrape: 64 KiB
+// of names, past the 8 KiB of model names the store keeps per pod.
+func longModelNamesPage(w http.ResponseWriter) {
+	var b bytes.Buffer
+	name := make([]byte, 512)
+	for range 64 {
+		_, _ = rand.Read(name)
+		fmt.Fprintf(&b, "vllm:num_requests_waiting{engine=\"0\",model_name=\"%s\"} 1\n", hex.EncodeToString(name))
+	}
+	_, _ = w.Write(b.Bytes())
+}
+
 // manyModelsPage reports 40,000 models.
 func manyModelsPage(w http.ResponseWriter) {
 	var b bytes.Buffer
@@ -456,7 +633,16 @@ func malformedPage(w http.ResponseWriter) {
 // adapterSelfMetrics reads the adapter's own /metrics, as the admin, into
 // a map from each sample's name and labels to its value.
 func adapterSelfMetrics(ctx context.Context, e *framework.Environment) (map[string]float64, error) {
-	page, err := adapterPage(ctx, e)
+	return selfMetricsOf(ctx, e, e.Adapter)
+}
+
+// selfMetricsOf is adapterSelfMetrics of another adapter a.
+func selfMetricsOf(ctx context.Context, e *framework.Environment, a *framework.Adapter) (map[string]float64, error) {
+	c, err := a.HTTPClient(e.ControlPlane.Admin)
+	if err != nil {
+		return nil, err
+	}
+	page, err := framework.GetPage(ctx, c, a.URL()+"/metrics")
 	if err != nil {
 		return nil, err
 	}
