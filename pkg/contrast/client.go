@@ -19,6 +19,7 @@ import (
 	cmclient "k8s.io/metrics/pkg/client/custom_metrics"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape"
 )
 
 // GPUResource is the extended resource whose requests count a pod's GPUs.
@@ -158,9 +159,9 @@ func (c *Client) objectValue(ctx context.Context, namespace, name string, s cata
 func notFoundReason(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Message != "" {
-		return Printable(status.Status().Message)
+		return escape.Printable(status.Status().Message)
 	}
-	return Printable(err.Error())
+	return escape.Printable(err.Error())
 }
 
 // running reports whether a pod holds its resources now: Running, not

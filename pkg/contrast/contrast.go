@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape"
 )
 
 // Row is what is known about one pod. A signal missing from Values was not
@@ -68,7 +69,7 @@ func Write(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tGPUS\tGPU UTIL\tSM ACTIVE\tBATCH\tQUEUE\tKV\tREADING")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Printable(r.Pod), gpus(r.GPUs),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", escape.Printable(r.Pod), gpus(r.GPUs),
 			cell(r, catalog.GPUUtilization, pct), cell(r, catalog.GPUSMActive, pct),
 			batchCell(r), cell(r, catalog.QueueSize, num), cell(r, catalog.KVCacheUsage, pct), Reading(r))
 	}

@@ -136,23 +136,3 @@ func TestTablesEscapeNames(t *testing.T) {
 		})
 	}
 }
-
-// The escaping keeps printable text as it is and makes every control
-// character, bidirectional override and invalid byte visible.
-func TestPrintable(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", ""},
-		{`llm-0 "x"`, `llm-0 "x"`},
-		{"modèle 日本", "modèle 日本"},
-		{"a\nb", `a\nb`},
-		{"\x1b[2J\x07", `\x1b[2J\a`},
-		{"\t", `\t`},
-		{"\u009b", `\u009b`},
-		{"\u202e", `\u202e`},
-		{"\xff", `\xff`},
-	} {
-		if got := Printable(tc.in); got != tc.want {
-			t.Errorf("Printable(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape"
 )
 
 // PodsReport is `contrast -o json`: one entry per Running pod.
@@ -111,7 +109,7 @@ func WriteTop(w io.Writer, rows []Summary, slo SLO, pricing Pricing) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", Printable(r.Deployment), r.Pods, r.GPUsAllocated,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", escape.Printable(r.Deployment), r.Pods, r.GPUsAllocated,
 			opt(r.GPUBusyShare, pct), opt(r.GPUSMActiveShare, pct),
 			opt(r.GenerationTokensPerSecond, num), opt(r.RequestsPerSecond, num),
 			opt(r.TimeToFirstToken.P90, secs), opt(r.E2ELatency.P90, secs), opt(r.TokensPerGPUSecond, num))
@@ -169,37 +167,3 @@ func rangeCell(r *Range) string {
 }
 
 func money(v float64) string { return fmt.Sprintf("%.4g", v) }
-
-// Printable returns s with every rune that is not printable (control
-// characters such as newline, tab and ESC, C1 controls, bidirectional
-// overrides, other format characters) and every byte that is not valid
-// UTF-8 written as a Go escape (\n, \x1b, \u202e, \xff); printable text is
-// kept as it is. Names and messages from the API (pod, Deployment and model
-// names are tenant input, and so are the texts of the adapter's errors) go
-// through it before they reach the terminal.
-func Printable(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= ' ' && s[i] < 0x7f {
-		i++
-	}
-	if i == len(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	b.WriteString(s[:i])
-	for i < len(s) {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case strconv.IsPrint(r):
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	return b.String()
-}

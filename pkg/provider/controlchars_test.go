@@ -124,21 +124,3 @@ func TestAnswerErrorsHoldNoControlCharacters(t *testing.T) {
 
 // The escaping keeps printable text as it is and makes every control
 // character, bidirectional override and invalid byte visible.
-func TestPrintable(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", ""},
-		{`pod ns/a: failed: scrape "x"`, `pod ns/a: failed: scrape "x"`},
-		{"modèle 日本", "modèle 日本"},
-		{"a\nb", `a\nb`},
-		{"\x1b[2J\x07", `\x1b[2J\a`},
-		{"\t", `\t`},
-		{"\u009b", `\u009b`},
-		{"\u202e", `\u202e`},
-		{"\xff", `\xff`},
-		{"\x7f", `\x7f`},
-	} {
-		if got := printable(tc.in); got != tc.want {
-			t.Errorf("printable(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}

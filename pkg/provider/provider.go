@@ -28,10 +28,8 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +49,7 @@ import (
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -733,7 +732,7 @@ func noPodsMessage(namespace string, selector labels.Selector, matched int) stri
 // notFound is the typed 404 of the custom metrics API, with our reason.
 func notFound(info cmprovider.CustomMetricInfo, why string) error {
 	err := cmprovider.NewMetricNotFoundError(info.GroupResource, info.Metric)
-	err.ErrStatus.Message = printable(fmt.Sprintf("the server could not find the metric %s for %s: %s", info.Metric, info.GroupResource.String(), why))
+	err.ErrStatus.Message = escape.Printable(fmt.Sprintf("the server could not find the metric %s for %s: %s", info.Metric, info.GroupResource.String(), why))
 	return err
 }
 
@@ -771,42 +770,8 @@ func describe(s store.Sample) string {
 	return s.Status.String() + ": " + s.Detail
 }
 
-// printable returns s with every rune that is not printable (control
-// characters such as newline and ESC, C1 controls, bidirectional
-// overrides, other format characters) and every byte that is not valid
-// UTF-8 written as a Go escape (\n, \x1b, \u202e, \xff); printable text,
-// quotes included, is kept as it is. An answer's error message joins
-// tenant text (scrape errors of their pages, names from the question) and
-// reaches terminals as it is (kubectl, kubectl describe hpa, KEDA's events).
-func printable(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= ' ' && s[i] < 0x7f {
-		i++
-	}
-	if i == len(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	b.WriteString(s[:i])
-	for i < len(s) {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case strconv.IsPrint(r):
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	return b.String()
-}
-
 // badRequest is the 400 of the custom metrics API, with our reason made
 // printable.
 func badRequest(why string) error {
-	return apierrors.NewBadRequest(printable(why))
+	return apierrors.NewBadRequest(escape.Printable(why))
 }

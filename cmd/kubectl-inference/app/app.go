@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/contrast"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape"
 )
 
 const usage = `Usage: kubectl inference COMMAND [flags]
@@ -171,7 +172,7 @@ func run(c *common, stdout, stderr io.Writer, header func() string, once func(ct
 		cancel()
 		if err != nil {
 			// The API's messages quote tenant text (names, scrape errors).
-			fmt.Fprintf(stderr, "error: %s\n", contrast.Printable(err.Error()))
+			fmt.Fprintf(stderr, "error: %s\n", escape.Printable(err.Error()))
 			if c.watch == 0 {
 				return 1
 			}
