@@ -110,20 +110,7 @@ func tlsScaler(t *testing.T, access kedascaler.Access, ca *keyPair, clientCA boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := kedascaler.Listen("127.0.0.1:0", tlsCfg, fleetScalerWith(t, kedascaler.Config{StreamInterval: time.Second, Access: access}), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ctx); err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	srv := listenAndServe(t, tlsCfg, fleetScalerWith(t, kedascaler.Config{StreamInterval: time.Second, Access: access}), prometheus.NewRegistry())
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
 	return func(cert *tls.Certificate) pb.ExternalScalerClient {

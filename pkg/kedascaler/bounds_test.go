@@ -51,20 +51,7 @@ func serveTLS(t *testing.T, opts ...kedascaler.Option) *tlsServer {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	srv, err := kedascaler.Listen("127.0.0.1:0", tlsCfg, fleetScaler(t), reg, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ctx); err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	srv := listenAndServe(t, tlsCfg, fleetScaler(t), reg, opts...)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
 	return &tlsServer{addr: srv.Addr().String(), roots: roots, reg: reg}

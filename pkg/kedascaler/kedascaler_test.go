@@ -2,6 +2,7 @@ package kedascaler_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -147,15 +148,15 @@ func newScalerWith(t *testing.T, scfg kedascaler.Config, pods []fakePod, deps []
 	return kedascaler.New(scfg, prov, prov.External())
 }
 
-// serve serves scaler on 127.0.0.1 in plaintext until the test ends.
-func serve(t *testing.T, scaler *kedascaler.Scaler) *env {
+// listenAndServe opens the scaler's port on 127.0.0.1 (TLS with tlsCfg,
+// plaintext when nil) and serves it until the test ends.
+func listenAndServe(t *testing.T, tlsCfg *tls.Config, scaler *kedascaler.Scaler, reg prometheus.Registerer, opts ...kedascaler.Option) *kedascaler.Server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	reg := prometheus.NewRegistry()
-	srv, err := kedascaler.Listen("127.0.0.1:0", nil, scaler, reg)
+	srv, err := kedascaler.Listen("127.0.0.1:0", tlsCfg, scaler, reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -165,6 +166,14 @@ func serve(t *testing.T, scaler *kedascaler.Scaler) *env {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	return srv
+}
+
+// serve serves scaler on 127.0.0.1 in plaintext until the test ends.
+func serve(t *testing.T, scaler *kedascaler.Scaler) *env {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	srv := listenAndServe(t, nil, scaler, reg)
 
 	conn, err := grpc.NewClient(srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -122,20 +122,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := fleetScalerWith(t, kedascaler.Config{StreamInterval: time.Second, Access: kedascaler.Access{Grants: []kedascaler.Grant{keda}}})
-	srv, err := kedascaler.Listen("127.0.0.1:0", tlsCfg, e, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ctx); err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	srv := listenAndServe(t, tlsCfg, e, prometheus.NewRegistry())
 
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
