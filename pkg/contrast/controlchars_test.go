@@ -10,33 +10,15 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape/escapetest"
 )
 
 // evil is tenant text that would drive a terminal: set its title, clear
 // it, colour it, forge a line, reverse the text, and a byte that is not
 // UTF-8.
 const evil = "\x1b]0;owned\x07\x1b[2J\x1b[31m\nforged\u009b31m\u202e\xff"
-
-// hasControl reports whether s holds a byte a terminal could take for
-// something else than text: a C0 control (newline, ESC, BEL...), DEL, a C1
-// control, a bidirectional override, or a byte that is not valid UTF-8.
-func hasControl(s string) bool {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return true
-			}
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return true
-		}
-	}
-	return false
-}
 
 // rawHTTP answers every request on 127.0.0.1 with resp, written as it is,
 // and closes the connection; it stops when the test ends.
@@ -94,7 +76,7 @@ func TestOpenCostReasonPhraseIsQuoted(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if msg := err.Error(); hasControl(msg) || !strings.Contains(msg, tc.wantIn) {
+			if msg := err.Error(); escapetest.HasControl(msg) || !strings.Contains(msg, tc.wantIn) {
 				t.Fatalf("error %q: want no control character and %q in it", msg, tc.wantIn)
 			}
 		})
@@ -126,7 +108,7 @@ func TestTablesEscapeNames(t *testing.T) {
 				t.Fatalf("want a header and one row, got %d lines:\n%q", len(lines), b.String())
 			}
 			for _, l := range lines {
-				if hasControl(l) {
+				if escapetest.HasControl(l) {
 					t.Errorf("line holds a control character or invalid UTF-8: %q", l)
 				}
 			}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,26 +17,9 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape/escapetest"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
-
-// hasControl reports whether s holds a byte a terminal or a log reader could
-// take for something else than text: a C0 control (newline, ESC, BEL...),
-// DEL, a C1 control, a bidirectional override, or a byte that is not valid
-// UTF-8.
-func hasControl(s string) bool {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return true
-			}
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return true
-		}
-	}
-	return false
-}
 
 // A 404's or a 400's message is printed by kubectl and by `kubectl describe
 // hpa` as it is: whatever the stored scrape error (page and URL text), the
@@ -115,7 +96,7 @@ func TestAnswerErrorsHoldNoControlCharacters(t *testing.T) {
 			if got := status.Status().Code; got != tc.code {
 				t.Fatalf("code %d (%q), want %d", got, status.Status().Message, tc.code)
 			}
-			if msg := status.Status().Message; hasControl(msg) {
+			if msg := status.Status().Message; escapetest.HasControl(msg) {
 				t.Fatalf("the message holds a control character or invalid UTF-8: %q", msg)
 			}
 		})

@@ -1,35 +1,14 @@
 package scrape
 
 import (
-	"bytes"
 	"context"
-	"flag"
-	"os"
 	"strings"
-	"sync"
 	"testing"
-	"unicode"
-	"unicode/utf8"
 
 	"k8s.io/klog/v2"
-)
 
-// hasControl reports whether s holds a byte a terminal or a log reader could
-// take for something else than text: a C0 control (newline, ESC, BEL...),
-// DEL, a C1 control, or a byte that is not valid UTF-8.
-func hasControl(s string) bool {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return true
-			}
-		}
-		if unicode.IsControl(r) {
-			return true
-		}
-	}
-	return false
-}
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape/escapetest"
+)
 
 // A failed scrape's error is stored (a 404's reason) and logged ("Scrape
 // failing"): whatever the target's URL or the server's status line and
@@ -95,65 +74,21 @@ func TestScrapeErrorsHoldNoControlCharacters(t *testing.T) {
 			if got := ReasonOf(recs[0].err); got != tc.reason {
 				t.Errorf("reason %q (%q), want %q", got, msg, tc.reason)
 			}
-			if hasControl(msg) {
+			if escapetest.HasControl(msg) {
 				t.Errorf("the error holds a control character or invalid UTF-8: %q", msg)
 			}
-			if got := logURL(url); hasControl(got) {
+			if got := logURL(url); escapetest.HasControl(got) {
 				t.Errorf("the URL logged beside it holds a control character or invalid UTF-8: %q", got)
 			}
 		})
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for klog's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// captureLogs sends klog's text output, at verbosity v, to the returned
-// buffer until the test ends. klog is process-wide: call it only from a
-// test that is not parallel (the parallel ones wait until it is done).
-func captureLogs(t *testing.T, v string) *syncBuffer {
-	t.Helper()
-	var fs flag.FlagSet
-	klog.InitFlags(&fs)
-	prev := map[string]string{}
-	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "v": v} {
-		prev[name] = fs.Lookup(name).Value.String()
-		if err := fs.Set(name, value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	buf := &syncBuffer{}
-	klog.SetOutput(buf)
-	t.Cleanup(func() {
-		klog.Flush()
-		for name, value := range prev {
-			_ = fs.Set(name, value)
-		}
-		klog.SetOutput(os.Stderr)
-	})
-	return buf
-}
-
 // The "Scrape failing" line is logged at the default verbosity: a target
 // URL with a newline or an ESC in it (pkg/targets refuses such a path
 // annotation, this is the scraper's own guard) cannot forge a log line.
 func TestScrapeFailingLogLineHoldsNoControlCharacters(t *testing.T) {
-	logs := captureLogs(t, "2")
+	logs := escapetest.CaptureLogs(t, "2")
 	srv := newRawServer(t, func(int, int) (string, bool) { return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", false })
 	cfg := testConfig()
 	cfg.Jitter = 0
@@ -172,7 +107,7 @@ func TestScrapeFailingLogLineHoldsNoControlCharacters(t *testing.T) {
 	stop()
 	klog.Flush()
 	for _, line := range strings.Split(strings.TrimSuffix(logs.String(), "\n"), "\n") {
-		if hasControl(line) || line == "" || !strings.ContainsRune("IWEF", rune(line[0])) {
+		if escapetest.HasControl(line) || line == "" || !strings.ContainsRune("IWEF", rune(line[0])) {
 			t.Errorf("log line %q: holds a control character or is not a klog line", line)
 		}
 	}

@@ -1,15 +1,9 @@
 package targets
 
 import (
-	"bytes"
-	"flag"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,25 +11,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape/escapetest"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 )
-
-// hasControl reports whether s holds a byte a terminal or a log reader could
-// take for something else than text: a C0 control (newline, ESC, BEL...),
-// DEL, a C1 control, or a byte that is not valid UTF-8.
-func hasControl(s string) bool {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return true
-			}
-		}
-		if unicode.IsControl(r) {
-			return true
-		}
-	}
-	return false
-}
 
 // The path annotation goes into the scrape URL, and so into every scrape
 // error, "Scrape failing" log line and stored 404 reason about the pod: a
@@ -83,7 +61,7 @@ func TestPathAnnotationRefusesBytesNotValidInAURLPath(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Endpoint = %q; want the path %q refused", got, tc.path)
 			}
-			if hasControl(err.Error()) {
+			if escapetest.HasControl(err.Error()) {
 				t.Fatalf("the error holds a control character or invalid UTF-8: %q", err.Error())
 			}
 			if !strings.Contains(err.Error(), AnnotationPath) {
@@ -93,56 +71,12 @@ func TestPathAnnotationRefusesBytesNotValidInAURLPath(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for klog's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// captureLogs sends klog's text output, at verbosity v, to the returned
-// buffer until the test ends. klog is process-wide: call it only from a
-// test that is not parallel.
-func captureLogs(t *testing.T, v string) *syncBuffer {
-	t.Helper()
-	var fs flag.FlagSet
-	klog.InitFlags(&fs)
-	prev := map[string]string{}
-	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "v": v} {
-		prev[name] = fs.Lookup(name).Value.String()
-		if err := fs.Set(name, value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	buf := &syncBuffer{}
-	klog.SetOutput(buf)
-	t.Cleanup(func() {
-		klog.Flush()
-		for name, value := range prev {
-			_ = fs.Set(name, value)
-		}
-		klog.SetOutput(os.Stderr)
-	})
-	return buf
-}
-
 // logLinesOK fails the test when a log line holds a control character or
 // does not start with klog's header (a forged line).
 func logLinesOK(t *testing.T, out string) {
 	t.Helper()
 	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-		if hasControl(line) || len(line) < 1 || !strings.ContainsRune("IWEF", rune(line[0])) {
+		if escapetest.HasControl(line) || len(line) < 1 || !strings.ContainsRune("IWEF", rune(line[0])) {
 			t.Errorf("log line %q: holds a control character or is not a klog line", line)
 		}
 	}
@@ -152,7 +86,7 @@ func logLinesOK(t *testing.T, out string) {
 // not know is the page's text, and the line that logs its refusal quotes
 // it.
 func TestAgentReportAboutAnUnknownPodIsLoggedEscaped(t *testing.T) {
-	logs := captureLogs(t, "2")
+	logs := escapetest.CaptureLogs(t, "2")
 	agent := agentPod("ima", "agent-n1", "n1", true)
 	gate := NewAgentGate(AgentTrust{Selector: agentSel, Namespace: "ima"}, corelisters.NewPodLister(podIndex(t, agent)), store.New(), prometheus.NewPedanticRegistry())
 	for _, tc := range []struct{ namespace, pod string }{

@@ -4,28 +4,10 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/contrast/contrasttest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape/escapetest"
 )
-
-// hasControl reports whether s holds a byte a terminal could take for
-// something else than text: a C0 control (newline, ESC, BEL...), DEL, a C1
-// control, a bidirectional override, or a byte that is not valid UTF-8.
-func hasControl(s string) bool {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return true
-			}
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return true
-		}
-	}
-	return false
-}
 
 // An error's text from the API (the adapter's reason, which quotes tenant
 // text, or whatever serves the metrics API) is printed escaped: it cannot
@@ -51,7 +33,7 @@ func TestAPIErrorsArePrintedEscaped(t *testing.T) {
 				t.Fatalf("exit %d, want 1; stderr %q", code, &stderr)
 			}
 			out := strings.TrimSuffix(stderr.String(), "\n")
-			if hasControl(out) || !strings.Contains(out, "overloaded: ") {
+			if escapetest.HasControl(out) || !strings.Contains(out, "overloaded: ") {
 				t.Fatalf("stderr %q: want the API's message, escaped, on one line", out)
 			}
 		})
