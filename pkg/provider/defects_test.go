@@ -48,7 +48,8 @@ func itemValues(t *testing.T, body string) map[string]string {
 
 // Questions without a namespace or without a labelSelector create no demand
 // and answer only from pods already scraped; what cannot be narrowed is a 400.
-func TestDefect5_UnnarrowedQuestions(t *testing.T) {
+// Was wrong: such a question made every pod it could match a scrape target.
+func TestUnnarrowedQuestionsReadScrapedPodsOnly(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	st := store.New()
 	st.Record(types.NamespacedName{Namespace: "ns", Name: "llm"}, now.Add(-time.Second), page(model("m", 4, 1, 0.1)), nil)
@@ -117,7 +118,8 @@ func (nopSetter) SetTargets([]scrape.Target) {}
 
 // A by-name question about an unlabelled pod keeps it scraped by the
 // background loop: asking again does not scrape it again.
-func TestDefect5_PodByNameScrapedOnce(t *testing.T) {
+// Was wrong: every question about an unlabelled pod scraped it anew.
+func TestPodByNameScrapedOnce(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clk := testclock.NewFakePassiveClock(now)
 	bare := pod("bare", nil, true, true, nil)
@@ -171,7 +173,8 @@ func quantityBack(t *testing.T, v float64) (float64, bool) {
 
 // Property: every finite value is served with its sign, finite, and within
 // relative 1e-3 (or 0.001 absolute); non-finite values are refused.
-func TestDefect6_QuantityProperty(t *testing.T) {
+// Was wrong: a value of about 9.2e15 or more overflowed to a negative quantity.
+func TestQuantityKeepsSignAndPrecision(t *testing.T) {
 	check := func(v float64) bool {
 		back, ok := quantityBack(t, v)
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -224,7 +227,8 @@ func (f fakeValues) Scraped(pod types.NamespacedName) bool { _, ok := f[pod.Name
 
 // A value beyond int64 milli range is served positive, and a sum over pods
 // that overflows is a 404 saying the value is out of range.
-func TestDefect6_HugeValues(t *testing.T) {
+// Was wrong: such a value was served negative, and the overflowing sum as +Inf.
+func TestHugeValuesServedPositive(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	at := now.Add(-time.Second)
 	vals := fakeValues{
@@ -264,7 +268,8 @@ func TestDefect6_HugeValues(t *testing.T) {
 
 // Object values: a not-Ready pod with a fresh value counts, a not-Ready pod
 // without one is left out, a Ready pod without one makes a 404 naming it.
-func TestDefect7_ReadinessRule(t *testing.T) {
+// Was wrong: an overloaded pod failing readiness was dropped, understating load.
+func TestObjectValueReadinessRule(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	fresh := now.Add(-time.Second)
 	st := store.New()
@@ -296,7 +301,8 @@ func TestDefect7_ReadinessRule(t *testing.T) {
 
 // A pod whose IP a newer pod has taken is never served a value: the value
 // at its address is the newer pod's.
-func TestDefect8_ShadowedPodHasNoValue(t *testing.T) {
+// Was wrong: both were scraped at the shared IP, the older served the newer's page.
+func TestShadowedPodHasNoValue(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	st := store.New()
 	for _, n := range []string{"old", "young"} {
