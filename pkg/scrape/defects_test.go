@@ -18,10 +18,10 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
 
-// TestDefect2_BufferReleasedAfterLargePage: a worker that read one large
-// page does not keep a buffer that large for the pages after it, in either
-// pool.
-func TestDefect2_BufferReleasedAfterLargePage(t *testing.T) {
+// TestBufferReleasedAfterLargePage: a worker that read one large page does
+// not keep a buffer that large for the pages after it, in either pool.
+// Was wrong: each worker kept the largest page it ever read (64 × 16 MiB).
+func TestBufferReleasedAfterLargePage(t *testing.T) {
 	t.Parallel()
 	// A 4 MiB page: comment lines, then one real series.
 	var big strings.Builder
@@ -210,11 +210,12 @@ func (c *requestCounter) stats(url string) (maxSeen, total int) {
 	return c.maxSeen[url], c.total[url]
 }
 
-// TestDefect5_OnDemandScrapesOwnPool: many concurrent ScrapeNow calls for
-// hanging pods neither starve a healthy target's loop (on-demand scrapes have
-// a pool of their own) nor send a pod more than one request at a time (a
-// second ScrapeNow of a pod waits for the one in flight).
-func TestDefect5_OnDemandScrapesOwnPool(t *testing.T) {
+// TestOnDemandScrapesOwnPool: many concurrent ScrapeNow calls for hanging
+// pods neither starve a healthy target's loop (on-demand scrapes have a pool
+// of their own) nor send a pod more than one request at a time (a second
+// ScrapeNow of a pod waits for the one in flight).
+// Was wrong: on-demand scrapes shared the loops' workers and starved them.
+func TestOnDemandScrapesOwnPool(t *testing.T) {
 	t.Parallel()
 	const (
 		interval = 200 * time.Millisecond
@@ -336,10 +337,11 @@ func TestNamespaceShare_HangingNamespaceCannotStallOthers(t *testing.T) {
 	}
 }
 
-// TestDefect_RedirectLocationBounded: a redirect's Location is page text
-// (the tenant writes it), so the failure's error quotes only a few dozen
-// bytes of it, however long it is (up to the 64 KiB header bound).
-func TestDefect_RedirectLocationBounded(t *testing.T) {
+// TestRedirectLocationBounded: a redirect's Location is page text (the
+// tenant writes it), so the failure's error quotes only a few dozen bytes of
+// it, however long it is (up to the 64 KiB header bound).
+// Was wrong: the error quoted the whole Location, up to 64 KiB of tenant text.
+func TestRedirectLocationBounded(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
@@ -365,11 +367,12 @@ func TestDefect_RedirectLocationBounded(t *testing.T) {
 	}
 }
 
-// TestDefect_IncompleteGzipInWholeBody: a body that arrived whole (its
-// framing ended cleanly) but is empty or cut-short gzip is a bad page
-// (parse), not a broken connection; a body cut short by the connection
-// stays a connection failure.
-func TestDefect_IncompleteGzipInWholeBody(t *testing.T) {
+// TestIncompleteGzipInWholeBody: a body that arrived whole (its framing
+// ended cleanly) but is empty or cut-short gzip is a bad page (parse), not a
+// broken connection; a body cut short by the connection stays a connection
+// failure.
+// Was wrong: a whole body of cut-short gzip was counted as a broken connection.
+func TestIncompleteGzipInWholeBody(t *testing.T) {
 	t.Parallel()
 	z := string(gzipped(t, simplePage(1)))
 	gz := okHead + "Content-Encoding: gzip\r\n"
