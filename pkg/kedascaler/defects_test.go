@@ -18,7 +18,8 @@ import (
 // up, the demand kept for the selector): a string that cannot name one is
 // refused, so that a client reaching the port cannot make the adapter keep
 // demand under arbitrary, up to 64 KiB long, namespace keys.
-func TestDefect_NamespaceMustBeAName(t *testing.T) {
+// Was wrong: any string was taken, so a 64 KiB one grew demand and errors.
+func TestNamespaceMustBeAName(t *testing.T) {
 	e := fleet(t)
 	for _, ns := range []string{
 		"Team-A",
@@ -55,7 +56,8 @@ func TestDefect_NamespaceMustBeAName(t *testing.T) {
 // A target or value too large for an int64 gives the integer fields of the
 // answer the largest int64, not whatever the float-to-int conversion makes
 // of it (math.MinInt64 on amd64: a negative target or value).
-func TestDefect_HugeNumbersFitTheIntegerFields(t *testing.T) {
+// Was wrong: such a number was converted to math.MinInt64, a negative value.
+func TestHugeNumbersFitTheIntegerFields(t *testing.T) {
 	huge := map[string]string{"app": "huge"}
 	e := serve(t, newScaler(t, []fakePod{
 		{ns: "team-a", name: "h1", labels: huge, page: strings.Replace(vllmPage(0, 1, 0.1), "vllm:num_requests_waiting{engine=\"0\",model_name=\""+model+"\"} 0.0", "vllm:num_requests_waiting{engine=\"0\",model_name=\""+model+"\"} 1e19", 1), scraped: true},
