@@ -42,7 +42,8 @@ func agentPod(ns, name, node string, daemonSet bool) *corev1.Pod {
 
 // A pod labelled like an agent is trusted only in the agent namespace and
 // only when a DaemonSet controls it; without a namespace nothing is.
-func TestDefect1_ForgedAgentIsNotATarget(t *testing.T) {
+// Was wrong: any pod with the agent's label, in any namespace, was an agent.
+func TestForgedAgentIsNotATarget(t *testing.T) {
 	tests := []struct {
 		name      string
 		agentNS   string
@@ -70,7 +71,8 @@ func TestDefect1_ForgedAgentIsNotATarget(t *testing.T) {
 
 // A trusted agent that reports a pod on another node changes nothing for
 // that pod; its report about its own node's pod is stored.
-func TestDefect1_AgentReportsOnlyItsNode(t *testing.T) {
+// Was wrong: an agent's values were stored for any pod it named, on any node.
+func TestAgentReportsOnlyItsNode(t *testing.T) {
 	agent := agentPod("ima", "agent-n1", "n1", true)
 	forged := agentPod("tenant", "forged", "n1", false)
 	victim := testPod("victim", nil)
@@ -110,7 +112,8 @@ func TestDefect1_AgentReportsOnlyItsNode(t *testing.T) {
 
 // Demand never exceeds its bounds; the least recently asked goes first, and
 // a busy namespace evicts its own entries rather than small namespaces'.
-func TestDefect4_DemandBounded(t *testing.T) {
+// Was wrong: every selector asked about became demand, without limit.
+func TestDemandBounded(t *testing.T) {
 	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
 	tr := New(Config{DemandTTL: time.Hour, Resync: time.Second, MaxSelectorsPerNamespace: 3, MaxSelectors: 5},
 		corelisters.NewPodLister(podIndex(t)), testScraper{&recSetter{}, &recProber{}}, testStore{knownSet{}, &retained{}}, clk)
@@ -153,7 +156,8 @@ func TestDefect4_DemandBounded(t *testing.T) {
 }
 
 // An evicted selector stops making its pods targets.
-func TestDefect4_EvictedSelectorIsNoLongerDemand(t *testing.T) {
+// Was wrong: demand had no bound, so no selector left it before its TTL.
+func TestEvictedSelectorIsNoLongerDemand(t *testing.T) {
 	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
 	a, b := testPod("a", nil, port), testPod("b", nil, port)
 	setter := &recSetter{}
@@ -173,7 +177,8 @@ func TestDefect4_EvictedSelectorIsNoLongerDemand(t *testing.T) {
 
 // A question without a selector, or without a namespace, registers no
 // demand and scrapes nothing.
-func TestDefect5_UnnarrowedQuestionCreatesNoDemand(t *testing.T) {
+// Was wrong: it made every Running pod it could match a target.
+func TestUnnarrowedQuestionCreatesNoDemand(t *testing.T) {
 	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
 	db := testPod("postgres", nil, port)
 	llm := testPod("llm", nil, port)
@@ -190,7 +195,8 @@ func TestDefect5_UnnarrowedQuestionCreatesNoDemand(t *testing.T) {
 
 // A pod asked about by name stays a target, so asking again does not
 // scrape it again; pods sharing its labels are not made targets.
-func TestDefect5_PodAskedByNameStaysScraped(t *testing.T) {
+// Was wrong: every question about an unlabelled pod scraped it anew.
+func TestPodAskedByNameStaysScraped(t *testing.T) {
 	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
 	bare := testPod("bare", nil, port)
 	bare.Labels = nil
@@ -215,7 +221,8 @@ func TestDefect5_PodAskedByNameStaysScraped(t *testing.T) {
 
 // Two Running pods with one IP: only the newer is scraped, in Reconcile and
 // in a first scrape, and the older is Shadowed.
-func TestDefect8_SameIPOnlyNewestScraped(t *testing.T) {
+// Was wrong: both were scraped at that IP, so one's page was taken for the other's.
+func TestSameIPOnlyNewestScraped(t *testing.T) {
 	port := corev1.ContainerPort{Name: "http", ContainerPort: 8000}
 	old := testPod("old", map[string]string{AnnotationScrape: "true"}, port)
 	old.CreationTimestamp = metav1.NewTime(time.Unix(100, 0))
