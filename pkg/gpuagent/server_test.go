@@ -67,11 +67,10 @@ func trickle(prefix string) func(net.Conn, <-chan struct{}) {
 	}
 }
 
-// Defect 9: the agent's HTTP server had no read, write or idle timeouts, so
-// a client that sends its request slowly, or keeps an idle connection, held
-// a connection (and a goroutine) for as long as it liked. Each such client
-// is now cut off: the server closes the connection.
-func TestDefect9_SlowClientsAreCutOff(t *testing.T) {
+// A client that sends its request slowly, or keeps an idle connection, is
+// cut off: the server closes the connection.
+// Was wrong: with no read, write or idle timeouts, such a client held a connection and a goroutine.
+func TestSlowClientsAreCutOff(t *testing.T) {
 	tests := []struct {
 		name string
 		send func(c net.Conn, stop <-chan struct{})
@@ -114,10 +113,10 @@ func TestDefect9_SlowClientsAreCutOff(t *testing.T) {
 	}
 }
 
-// Defect 9: a client that asks for the page and never reads the answer is
-// cut off by the write timeout: the handler's write fails instead of
-// blocking for ever.
-func TestDefect9_UnreadResponseIsCutOff(t *testing.T) {
+// A client that asks for the page and never reads the answer is cut off by
+// the write timeout: the handler's write fails instead of blocking for ever.
+// Was wrong: with no write timeout, the handler blocked for as long as the client liked.
+func TestUnreadResponseIsCutOff(t *testing.T) {
 	writeErr := make(chan error, 1)
 	big := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		chunk := make([]byte, 1<<20)
@@ -148,9 +147,9 @@ func TestDefect9_UnreadResponseIsCutOff(t *testing.T) {
 	}
 }
 
-// Defect 9: the agent served any number of connections at once. Over
-// MaxConnections, a connection waits until one of those served closes.
-func TestDefect9_ConnectionsOverTheLimitWait(t *testing.T) {
+// Over MaxConnections, a connection waits until one of those served closes.
+// Was wrong: the agent served any number of connections at once.
+func TestConnectionsOverTheLimitWait(t *testing.T) {
 	l := gpuagent.DefaultServerLimits() // timeouts far longer than the test
 	l.MaxConnections = 2
 	accepted := make(chan struct{}, 16)

@@ -18,7 +18,8 @@ import (
 // limit /healthz uses, the page says up 0 (reason stale) and leaves the
 // per-GPU and per-pod series out, so the pods' values age out in the
 // adapter instead.
-func TestDefect_StuckCollectionIsNotServedAsFresh(t *testing.T) {
+// Was wrong: a stuck loop's last values were served, and stamped, as current.
+func TestStuckCollectionIsNotServedAsFresh(t *testing.T) {
 	r := newRig(t, "dgxa100")
 	r.pods.SetPods(podresourcestest.Pod("default", "vllm-0", "server", "nvidia.com/gpu", nvml.FakeUUID("dgxa100", 0)))
 	steps := []struct {
