@@ -46,7 +46,8 @@ func checkBounded(t *testing.T, p *Parser) {
 
 // Pages each with a fresh ~1 MiB model name are refused, and the parser
 // keeps none of them.
-func TestDefect2_LabelSizeBoundsMemory(t *testing.T) {
+// Was wrong: the intern cache bounded names, not bytes: 100 such pages grew the heap 101 MiB.
+func TestLabelSizeBoundsMemory(t *testing.T) {
 	p := NewParser()
 	for i := range 100 {
 		name := strings.Repeat(string(rune('a'+i%26)), 1<<20) + fmt.Sprint(i)
@@ -86,7 +87,8 @@ func TestDefect2_LabelSizeBoundsMemory(t *testing.T) {
 
 // Every label name and value of a wanted line is bounded, however written;
 // lines the parser does not need are not looked at.
-func TestDefect2_LabelBoundCases(t *testing.T) {
+// Was wrong: label names and values had no size bound.
+func TestLabelBoundCases(t *testing.T) {
 	long := strings.Repeat("x", 1025)
 	tests := []struct {
 		name, page string
@@ -117,7 +119,8 @@ func TestDefect2_LabelBoundCases(t *testing.T) {
 }
 
 // More models than the bound: the page is refused whole.
-func TestDefect2_ModelsBound(t *testing.T) {
+// Was wrong: a page could name any number of models, each kept in memory.
+func TestModelsBoundRefusesPage(t *testing.T) {
 	p := NewParser()
 	got, err := p.Parse(manyModels(DefaultMaxModels))
 	if err != nil || len(got.Models) != DefaultMaxModels {
@@ -139,7 +142,8 @@ func TestDefect2_ModelsBound(t *testing.T) {
 // A page with 40k models is refused by default; with the bound lifted it
 // parses (per-line work is constant: see BenchmarkManyModels for the cost
 // per model at 1k and 10k models).
-func TestDefect3_ManyModelsLinearTime(t *testing.T) {
+// Was wrong: each line scanned the models linearly, so 40k models took 2.7 s.
+func TestManyModelsLinearTime(t *testing.T) {
 	const n = 40000
 	page := manyModels(n)
 	p := NewParser()
@@ -171,7 +175,8 @@ func TestDefect3_ManyModelsLinearTime(t *testing.T) {
 }
 
 // A parse past its deadline stops with ErrDeadline; nothing is returned.
-func TestDefect3_Deadline(t *testing.T) {
+// Was wrong: parsing had no deadline, so one page could pin a core for minutes.
+func TestDeadlineStopsParse(t *testing.T) {
 	page := manyModels(DefaultMaxModels)
 	p := NewParser()
 	got, err := p.ParseBy(page, Unknown, time.Now().Add(-time.Second))
@@ -190,7 +195,8 @@ func TestDefect3_Deadline(t *testing.T) {
 
 // Values no signal can take are refused at the source: absent for their
 // series (never zero) and counted by reason.
-func TestDefect6_RefusedValues(t *testing.T) {
+// Was wrong: negative queues, fractions over 1 and non-finite values passed through.
+func TestRefusedValuesAreAbsent(t *testing.T) {
 	servers := testServers(t)
 	my, _ := servers.ByName("my-server")
 	const nf, neg, above = RejectNonFinite, RejectNegative, RejectAboveOne
@@ -257,7 +263,8 @@ func TestDefect6_RefusedValues(t *testing.T) {
 }
 
 // Error messages quote at most a little of the page, however long the text.
-func TestDefect8_ErrorTextBounded(t *testing.T) {
+// Was wrong: a 1 MiB malformed value became a 4 MiB error message.
+func TestErrorTextBounded(t *testing.T) {
 	junk := bytes.Repeat([]byte{1, 2, 0x7f, 0xff}, 1<<18) // 1 MiB of control and invalid bytes
 	tests := []struct{ name, page, msg string }{
 		{"value", "tgi_queue_size " + string(junk), "invalid value"},
@@ -281,7 +288,8 @@ func TestDefect8_ErrorTextBounded(t *testing.T) {
 
 // A wanted series written twice (label order aside) is refused as
 // Prometheus does, instead of being summed.
-func TestDefect8_DuplicateSeries(t *testing.T) {
+// Was wrong: exact duplicate lines were summed (3 + 3 = 6).
+func TestDuplicateSeriesRefused(t *testing.T) {
 	tests := []struct {
 		name string
 		page string
@@ -325,13 +333,14 @@ func TestDefect8_DuplicateSeries(t *testing.T) {
 	}
 }
 
-// TestDefect_AccumulatorsBoundedBetweenPages: the per-model accumulators
-// (3.5 KB each, histograms included) a page made the Parser grow are not
-// all kept for the pages after it. 256 models (the most a page might have then)
-// are 880 KB; with the models bound once per server, one 192 KB page of
-// 256 models for each built-in server made 2,300 of them, 8 MB kept by
-// every worker's Parser that ever read such a page.
-func TestDefect_AccumulatorsBoundedBetweenPages(t *testing.T) {
+// TestAccumulatorsBoundedBetweenPages: the per-model accumulators (3.5 KB
+// each, histograms included) a page made the Parser grow are not all kept
+// for the pages after it. 256 models (the most a page might have then) are
+// 880 KB; with the models bound once per server, one 192 KB page of 256
+// models for each built-in server made 2,300 of them, 8 MB kept by every
+// worker's Parser that ever read such a page.
+// Was wrong: the Parser kept every accumulator a page made it grow.
+func TestAccumulatorsBoundedBetweenPages(t *testing.T) {
 	perServer := func(names []string, n int) []byte {
 		var b bytes.Buffer
 		for _, name := range names {
@@ -370,12 +379,13 @@ func TestDefect_AccumulatorsBoundedBetweenPages(t *testing.T) {
 	}
 }
 
-// TestDefect_ModelsBoundPageWide: the models bound holds for the whole
-// page, not for each server's series apart. Per server, one page could name
-// 256 models under each server's names (each model a 3.5 KB accumulator):
-// 8 MB for a 192 KB page with the built-in servers, 87 MB live (440 MB
-// allocated) for a 661 KB page with 100 custom servers, in every worker.
-func TestDefect_ModelsBoundPageWide(t *testing.T) {
+// TestModelsBoundPageWide: the models bound holds for the whole page, not
+// for each server's series apart. Per server, one page could name 256 models
+// under each server's names (each model a 3.5 KB accumulator): 8 MB for a
+// 192 KB page with the built-in servers, 87 MB live (440 MB allocated) for a
+// 661 KB page with 100 custom servers, in every worker.
+// Was wrong: the bound was per server, so one page could hold 256 models per server.
+func TestModelsBoundPageWide(t *testing.T) {
 	// page names n models under each of names (distinct per name).
 	page := func(n int, names ...string) []byte {
 		var b bytes.Buffer
