@@ -92,10 +92,11 @@ func TestGet(t *testing.T) {
 	}
 }
 
-// TestDefect7_FailureKeepsGoodValue: a failed scrape does not erase a good
-// value younger than the maximum age; once the good value is older, the pod
-// is Failed with the latest error in the detail.
-func TestDefect7_FailureKeepsGoodValue(t *testing.T) {
+// TestFailureKeepsGoodValue: a failed scrape does not erase a good value
+// younger than the maximum age; once the good value is older, the pod is
+// Failed with the latest error in the detail.
+// Was wrong: one failed scrape of the busiest pod made it Failed at once, mid-spike.
+func TestFailureKeepsGoodValue(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pod := types.NamespacedName{Namespace: "ns", Name: "busiest"}
 	const maxAge = 15 * time.Second
@@ -139,10 +140,11 @@ func canceledErr() error {
 	return fmt.Errorf("scraping pod: %w", &scrape.Error{Reason: scrape.ReasonCanceled, Err: context.DeadlineExceeded})
 }
 
-// TestDefect8_CanceledNeverOverwrites: a canceled scrape (the ScrapeNow
-// deadline, shutdown) says nothing about the pod: it never replaces an
-// existing outcome, older or newer, and never hides a good value.
-func TestDefect8_CanceledNeverOverwrites(t *testing.T) {
+// TestCanceledNeverOverwrites: a canceled scrape (the ScrapeNow deadline,
+// shutdown) says nothing about the pod: it never replaces an existing
+// outcome, older or newer, and never hides a good value.
+// Was wrong: a canceled first scrape overwrote a newer good outcome.
+func TestCanceledNeverOverwrites(t *testing.T) {
 	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	t2, t3 := t1.Add(time.Second), t1.Add(2*time.Second)
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
@@ -193,9 +195,10 @@ func TestDefect8_CanceledNeverOverwrites(t *testing.T) {
 	}
 }
 
-// TestDefect8_ErrorTextBounded: the error text kept per pod is cut at
-// record time, so a hostile target cannot make the store hold its answer.
-func TestDefect8_ErrorTextBounded(t *testing.T) {
+// TestErrorTextBounded: the error text kept per pod is cut at record time,
+// so a hostile target cannot make the store hold its answer.
+// Was wrong: the whole error text was kept per pod, 4 MiB for a 1 MiB bad value.
+func TestErrorTextBounded(t *testing.T) {
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
 	at := time.Unix(1000, 0)
 	// 1 MiB of two-byte runes. MaxErrorLen is even, so without a prefix the
