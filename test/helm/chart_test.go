@@ -506,10 +506,10 @@ func hasArg(c map[string]any, arg string) bool {
 	return false
 }
 
-// Defect 1: with the default values (no chart agent) the adapter trusted
-// agent-labelled pods in any namespace. The chart now always names the
-// release's namespace and gives the pod its namespace.
-func TestDefect1_AgentNamespaceAlwaysSet(t *testing.T) {
+// The chart always names the release's namespace as the agent namespace and
+// gives the pod its namespace.
+// Was wrong: with the default values (no chart agent) the adapter trusted agent-labelled pods in any namespace.
+func TestAgentNamespaceAlwaysSet(t *testing.T) {
 	helm := helmBinary(t)
 	for _, ci := range append([]string{""}, ciValues(t)...) {
 		t.Run("ci="+ci, func(t *testing.T) {
@@ -528,9 +528,10 @@ func TestDefect1_AgentNamespaceAlwaysSet(t *testing.T) {
 	}
 }
 
-// Defect 2: the adapter knew nothing of its container's memory limit. The
-// chart passes it (MEMORY_LIMIT_BYTES) for GOMEMLIMIT and the budget check.
-func TestDefect2_MemoryLimitPassed(t *testing.T) {
+// The chart passes the container's memory limit (MEMORY_LIMIT_BYTES) for
+// GOMEMLIMIT and the budget check.
+// Was wrong: the adapter knew nothing of its container's memory limit.
+func TestMemoryLimitPassed(t *testing.T) {
 	helm := helmBinary(t)
 	out, err := render(t, helm, "")
 	if err != nil {
@@ -546,12 +547,12 @@ func TestDefect2_MemoryLimitPassed(t *testing.T) {
 	}
 }
 
-// Defect 8: with adapter.namespaces set the chart still granted reading
-// pods and workloads cluster-wide. It now grants them by Roles in those
-// namespaces and the gpu-agent's (where the chart runs the agent, or the
-// release's if it is there); what the API server library needs stays
-// cluster-wide (auth delegation) or in kube-system.
-func TestDefect8_RBACScopedToNamespaces(t *testing.T) {
+// With adapter.namespaces set, the chart grants reading pods and workloads
+// by Roles in those namespaces and the gpu-agent's (where the chart runs the
+// agent, or the release's if it is there); what the API server library needs
+// stays cluster-wide (auth delegation) or in kube-system.
+// Was wrong: with adapter.namespaces set the chart still granted that read cluster-wide.
+func TestRBACScopedToNamespaces(t *testing.T) {
 	helm := helmBinary(t)
 	tests := []struct {
 		name           string
@@ -635,10 +636,10 @@ func checkRBACDelegation(t *testing.T, objs []object) {
 	}
 }
 
-// Defect 8: a rolling update closed the adapter's port while kube-apiserver
-// still sent it requests. The chart now sleeps in preStop, passes
-// --shutdown-delay, and gives the pod a grace period above both.
-func TestDefect8_GracefulShutdown(t *testing.T) {
+// The chart sleeps in preStop, passes --shutdown-delay, and gives the pod a
+// grace period above both.
+// Was wrong: a rolling update closed the adapter's port while kube-apiserver still sent it requests.
+func TestGracefulShutdown(t *testing.T) {
 	helm := helmBinary(t)
 	tests := []struct {
 		name        string
@@ -670,10 +671,11 @@ func TestDefect8_GracefulShutdown(t *testing.T) {
 	}
 }
 
-// Defect 9: the gpu-agent ran with a read-write hostPath and its port open
-// to every pod. Now: least privilege, the pod-resources mount read-only, and
-// a NetworkPolicy that admits only the adapter's pods to the agent's port.
-func TestDefect9_GPUAgentLeastPrivilege(t *testing.T) {
+// The gpu-agent runs with least privilege, the pod-resources mount
+// read-only, and a NetworkPolicy that admits only the adapter's pods to the
+// agent's port.
+// Was wrong: the gpu-agent ran with a read-write hostPath and its port open to every pod.
+func TestGPUAgentLeastPrivilege(t *testing.T) {
 	helm := helmBinary(t)
 	out, err := render(t, helm, "gpu-agent")
 	if err != nil {
