@@ -5,14 +5,13 @@ import (
 	"testing"
 )
 
-// Defect 2: nothing told the Go runtime about the container's memory limit,
-// so the heap grew towards the limit without the collector working harder
-// and the kernel killed the pod. The limit was then 90% of the container's,
-// which left too little of a tight limit for what the kernel charges besides
-// the Go heap (the executable's pages, sockets): with 10,000 pods in a
-// 256Mi container the adapter thrashed. It is now the container's limit less
-// the larger of 96 MiB and a tenth, and at least half of it.
-func TestDefect2_MemoryLimitFromContainer(t *testing.T) {
+// The Go runtime's memory limit is the container's limit less the larger of
+// 96 MiB and a tenth, and at least half of it: that leaves room for what the
+// kernel charges besides the Go heap (the executable's pages, sockets). 90%
+// of the container's limit left too little: with 10,000 pods in a 256Mi
+// container the adapter thrashed.
+// Was wrong: nothing told the Go runtime the container's limit, so the kernel killed the pod.
+func TestMemoryLimitFromContainer(t *testing.T) {
 	tests := []struct {
 		name           string
 		gomemlimit     string

@@ -20,7 +20,8 @@ func TestMain(m *testing.M) {
 
 // The agent namespace is never "any": it defaults to the adapter's own
 // namespace, and Validate fails clearly when that is unknown.
-func TestDefect1_AgentNamespaceDefaultsToOwn(t *testing.T) {
+// Was wrong: by default agent-labelled pods in any namespace were trusted.
+func TestAgentNamespaceDefaultsToOwn(t *testing.T) {
 	dir := t.TempDir()
 	nsFile := filepath.Join(dir, "namespace")
 	if err := os.WriteFile(nsFile, []byte("from-file\n"), 0o600); err != nil {

@@ -136,11 +136,12 @@ func TestServerConfig(t *testing.T) {
 	}
 }
 
-// TestDefect2_MemoryBudget: scrape settings whose worst-case page buffers,
-// (scrape-concurrency + first-scrape-concurrency) × max-body-size, exceed
-// half of the process memory limit are refused; the defaults fit the
-// chart's 512Mi limit.
-func TestDefect2_MemoryBudget(t *testing.T) {
+// TestMemoryBudgetRefusesOversizedBuffers: scrape settings whose worst-case
+// page buffers, (scrape-concurrency + first-scrape-concurrency) ×
+// max-body-size, exceed half of the process memory limit are refused; the
+// defaults fit the chart's 512Mi limit.
+// Was wrong: the defaults' buffers (64 × 16 MiB) could exceed the chart's 512Mi limit.
+func TestMemoryBudgetRefusesOversizedBuffers(t *testing.T) {
 	const chartLimit = 512 << 20
 	cases := []struct {
 		name    string
@@ -178,11 +179,11 @@ func TestDefect2_MemoryBudget(t *testing.T) {
 	})
 }
 
-// TestDefect_ScrapeIntervalAloneRefused: a default that depends on another
-// flag follows the flag the user set (--scrape-interval=1s alone used to be
-// refused because the default 3s timeout exceeded it); only flags the user
-// set that contradict each other are errors.
-func TestDefect_ScrapeIntervalAloneRefused(t *testing.T) {
+// TestDependentDefaultsFollowSetFlags: a default that depends on another
+// flag follows the flag the user set; only flags the user set that
+// contradict each other are errors.
+// Was wrong: --scrape-interval=1s alone was refused, as the default 3s timeout exceeded it.
+func TestDependentDefaultsFollowSetFlags(t *testing.T) {
 	cases := []struct {
 		name             string
 		args             []string
