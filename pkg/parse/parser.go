@@ -797,12 +797,20 @@ func (a *accum) model(rejected *[NumRejects]uint32) Model {
 		set(catalog.LoRAAdaptersRunning, a.vals[roleLoRARunning])
 		set(catalog.LoRAAdaptersWaiting, a.vals[roleLoRAWaiting])
 	}
-	if has(roleQueue) {
-		set(catalog.QueueSize, a.vals[roleQueue])
+	// A deprecated name counts only when the current one has no series at
+	// all (a refused current value is not replaced by the deprecated one).
+	current := func(r, old role, s catalog.Signal) {
+		switch {
+		case a.seen&(1<<r) != 0:
+			if has(r) {
+				set(s, a.vals[r])
+			}
+		case has(old):
+			set(s, a.vals[old])
+		}
 	}
-	if has(roleBatch) {
-		set(catalog.BatchSize, a.vals[roleBatch])
-	}
+	current(roleQueue, roleQueueOld, catalog.QueueSize)
+	current(roleBatch, roleBatchOld, catalog.BatchSize)
 	switch {
 	case a.seen&(1<<roleKV) != 0:
 		if has(roleKV) {
@@ -811,7 +819,9 @@ func (a *accum) model(rejected *[NumRejects]uint32) Model {
 	case has(roleKVFallback):
 		set(catalog.KVCacheUsage, a.vals[roleKVFallback])
 	}
+	current(roleSaturation, roleSaturationOld, catalog.BatchFill)
 	switch {
+	case m.Has.Has(catalog.BatchFill): // a front door's pool saturation
 	case has(roleFill):
 		set(catalog.BatchFill, a.vals[roleFill])
 	case has(roleBatch) && has(roleBatchMax) && a.vals[roleBatchMax] > 0:

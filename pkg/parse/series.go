@@ -17,6 +17,15 @@ const (
 	roleFill                   // maxed into BatchFill
 	roleBatchMax               // summed; BatchFill = BatchSize / this when no roleFill series
 
+	// A front door's (the endpoint picker's) gauges under their deprecated
+	// names: each counts only when the model has no series at all under the
+	// current name (roleQueue, roleBatch, roleSaturation), so that a page
+	// exporting both is counted once, and the current name wins.
+	roleQueueOld
+	roleBatchOld
+	roleSaturation    // maxed into BatchFill; may exceed 1 (an oversubscribed pool)
+	roleSaturationOld // roleSaturation under its deprecated name
+
 	// Counters, summed over a model's series: the rate signals' sources.
 	roleGenTokens    // catalog.GenerationTokens
 	rolePromptTokens // catalog.PromptTokens
@@ -75,6 +84,11 @@ var roleAgg = [numRoles]catalog.Aggregation{
 	roleKVFallback: catalog.Max,
 	roleFill:       catalog.Max,
 	roleBatchMax:   catalog.Sum,
+
+	roleQueueOld:      catalog.Sum,
+	roleBatchOld:      catalog.Sum,
+	roleSaturation:    catalog.Max,
+	roleSaturationOld: catalog.Max,
 
 	roleGenTokens:    catalog.Sum,
 	rolePromptTokens: catalog.Sum,
@@ -197,9 +211,27 @@ var dialects = [...]dialect{
 	}},
 	// Front doors: the requests they hold, not yet sent to a model server,
 	// are their queue (docs/scale-to-zero.md). The EPP's gauge is per
-	// fairness_id, priority and inference_pool: summed.
+	// fairness_id, priority and inference_pool: summed. Its requests in
+	// flight (dispatched, not finished) are its batch, and its pool's
+	// saturation its batch fill (docs/metrics.md, front door). Names as
+	// registered in pkg/epp/metrics of the Gateway API Inference Extension
+	// (inference_extension_*, inference_objective_*) and of llm-d's router,
+	// which renamed them (llm_d_router_epp_*, then llm_d_epp_*) and keeps
+	// the old ones, marked deprecated, beside them: the current names win.
 	GIEEPP: {modelLabel: "model_name", series: []series{
-		{name: "inference_extension_flow_control_queue_size", role: roleQueue},
+		{name: "llm_d_epp_flow_control_queue_size", role: roleQueue},
+		{name: "llm_d_router_epp_flow_control_queue_size", role: roleQueue},
+		{name: "inference_extension_flow_control_queue_size", role: roleQueueOld},
+		{name: "llm_d_epp_request_running", role: roleBatch},
+		{name: "llm_d_router_epp_running_requests", role: roleBatch},
+		{name: "inference_objective_running_requests", role: roleBatchOld},
+		// One per pool; newer llm-d splits it by stage (prefill, decode, and
+		// effective = the larger, which gates dispatch): effective is read.
+		{name: "llm_d_epp_flow_control_pool_saturation", role: roleSaturation, filters: is("stage", "effective")},
+		{name: "llm_d_epp_flow_control_pool_saturation", role: roleSaturation, filters: is("stage", "")},
+		{name: "llm_d_router_epp_flow_control_pool_saturation", role: roleSaturation},
+		{name: "inference_extension_flow_control_pool_saturation", role: roleSaturationOld, filters: is("stage", "effective")},
+		{name: "inference_extension_flow_control_pool_saturation", role: roleSaturationOld, filters: is("stage", "")},
 	}},
 	FrontDoor: {modelLabel: "model_name", series: []series{
 		{name: "inference_front_door_pending_requests", role: roleQueue},
