@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +40,21 @@ type options struct {
 	hpaName, namespace               string
 	minReplicas, maxReplicas         int
 	peakRate                         float64
+	output, kind, method, scaler     string
+	modelLoadTime                    time.Duration
+	fromJSON                         string
 	jsonOut, svgOut, hpaOut          string
 }
+
+// The values of --output.
+const (
+	outputHPA    = "hpa"
+	outputKEDA   = "keda"
+	outputBoth   = "both"
+	outputSingle = "single-metric"
+)
+
+var outputs = []string{outputHPA, outputKEDA, outputBoth, outputSingle}
 
 func newOptions() *options {
 	return &options{
@@ -49,6 +64,7 @@ func newOptions() *options {
 		seed: 1, timeScale: 1, maxInFlight: 10000, requestTimeout: 2 * time.Minute, metricsInterval: time.Second,
 		stopAfterFailures: 2, gpus: 1, hpaMetric: capacity.MetricAuto, margin: 0.2, hpaName: "model-server",
 		minReplicas: 1, maxReplicas: 10,
+		output: outputHPA, kind: capacity.KindDeployment, modelLoadTime: capacity.DefaultModelLoadTime, scaler: capacity.DefaultScalerAddress,
 	}
 }
 
@@ -76,16 +92,22 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.IntVar(&o.stopAfterFailures, "stop-after-failures", o.stopAfterFailures, "End the plan after this many failing steps in a row; 0 runs every step.")
 	fs.Float64Var(&o.price, "price-per-gpu-hour", o.price, "Price of one GPU-hour, for the cost per 1,000 requests; 0 leaves cost out.")
 	fs.IntVar(&o.gpus, "gpus-per-replica", o.gpus, "GPUs one replica uses.")
-	fs.StringVar(&o.hpaMetric, "hpa-metric", o.hpaMetric, "Metric of the recommended HPA: auto, inference_queue_size or inference_batch_size.")
-	fs.Float64Var(&o.margin, "margin", o.margin, "Safety margin: the HPA target is the value observed at capacity times (1 - margin).")
-	fs.StringVar(&o.hpaName, "hpa-name", o.hpaName, "Name of the HPA and of the Deployment it scales.")
-	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace written into the HPA manifest; empty leaves it out.")
+	fs.StringVar(&o.output, "output", o.output, "Manifest to write: hpa (the recipe: forecast, queue guard, replicas, behavior), keda (the recipe as a KEDA ScaledObject), both (apply only one of them), or single-metric (an HPA on the queue or the batch alone).")
+	fs.StringVar(&o.kind, "workload-kind", o.kind, "Kind of the workload scaled, the forecast's describedObject: Deployment or StatefulSet.")
+	fs.DurationVar(&o.modelLoadTime, "model-load-time", o.modelLoadTime, "Measured time from a replica's pod creation to Ready; the scale-down window is max(300s, 2 × it).")
+	fs.StringVar(&o.method, "forecast-method", o.method, "Forecast method (the metric selector's method label): envelope, holt or staffing; empty leaves it to the adapter's default. Not with --output keda or both.")
+	fs.StringVar(&o.scaler, "keda-scaler-address", o.scaler, "The adapter's KEDA scaler port, HOST:PORT, written into the ScaledObject's triggers.")
+	fs.StringVar(&o.hpaMetric, "hpa-metric", o.hpaMetric, "Metric of the single-metric HPA: auto, inference_queue_size or inference_batch_size.")
+	fs.Float64Var(&o.margin, "margin", o.margin, "Safety margin: the single-metric target is the value observed at capacity times (1 - margin); the planning rate is capacity times (1 - margin).")
+	fs.StringVar(&o.hpaName, "hpa-name", o.hpaName, "Name of the HPA (or ScaledObject) and of the workload it scales.")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace written into the manifests; empty leaves it out.")
 	fs.IntVar(&o.minReplicas, "min-replicas", o.minReplicas, "minReplicas of the HPA.")
 	fs.IntVar(&o.maxReplicas, "max-replicas", o.maxReplicas, "maxReplicas of the HPA (derived from --peak-rate when that is set).")
-	fs.Float64Var(&o.peakRate, "peak-rate", o.peakRate, "Expected peak requests/s for the whole Deployment; sets maxReplicas.")
+	fs.Float64Var(&o.peakRate, "peak-rate", o.peakRate, "Expected peak requests/s for the whole workload; sets maxReplicas = ceil(peak ÷ planning rate).")
+	fs.StringVar(&o.fromJSON, "from-json", o.fromJSON, "Derive the recommendation from a recorded run (a --json file) instead of probing; the plan and load flags are then not used.")
 	fs.StringVar(&o.jsonOut, "json", o.jsonOut, "Write the results as JSON to this file (rewritten after every step).")
 	fs.StringVar(&o.svgOut, "svg", o.svgOut, "Write the chart as SVG to this file (rewritten after every step).")
-	fs.StringVar(&o.hpaOut, "hpa-out", o.hpaOut, "Write the recommended HPA manifest (YAML) to this file.")
+	fs.StringVar(&o.hpaOut, "hpa-out", o.hpaOut, "Write the manifest --output picks (YAML) to this file instead of stdout.")
 	return fs
 }
 
@@ -97,11 +119,20 @@ type config struct {
 	json   string
 	svg    string
 	hpaOut string
+	output string
+	// recorded is the run read with --from-json; nil when probing.
+	recorded *capacity.Report
 }
 
 // config validates the options and builds the run's configuration.
 func (o *options) config() (*config, error) {
-	var errs []error
+	hpa := capacity.HPAOptions{Metric: o.hpaMetric, Margin: o.margin, Name: o.hpaName, Namespace: o.namespace,
+		MinReplicas: o.minReplicas, MaxReplicas: o.maxReplicas, PeakRate: o.peakRate,
+		Kind: o.kind, ModelLoadTime: o.modelLoadTime, Method: o.method, ScalerAddress: o.scaler}
+	errs := o.recommendationErrors(hpa)
+	if o.fromJSON != "" {
+		return o.recordedConfig(hpa, errs)
+	}
 	rates, err := capacity.ParseRates(o.rates, o.ramp)
 	if err != nil {
 		errs = append(errs, err)
@@ -144,21 +175,6 @@ func (o *options) config() (*config, error) {
 			errs = append(errs, fmt.Errorf("output-len: %w", err))
 		}
 	}
-	if o.hpaMetric != capacity.MetricAuto && o.hpaMetric != capacity.MetricQueue && o.hpaMetric != capacity.MetricBatch {
-		errs = append(errs, fmt.Errorf("hpa-metric must be auto, %s or %s, got %q", capacity.MetricQueue, capacity.MetricBatch, o.hpaMetric))
-	}
-	if !(o.margin >= 0 && o.margin < 1) {
-		errs = append(errs, fmt.Errorf("margin must be in [0, 1), got %v", o.margin))
-	}
-	if o.minReplicas < 1 || o.maxReplicas < o.minReplicas {
-		errs = append(errs, fmt.Errorf("want 1 <= min-replicas <= max-replicas, got %d and %d", o.minReplicas, o.maxReplicas))
-	}
-	if !(o.peakRate >= 0) || math.IsInf(o.peakRate, 0) {
-		errs = append(errs, fmt.Errorf("peak-rate must be a finite number, 0 or more, got %v", o.peakRate))
-	}
-	if o.hpaName == "" {
-		errs = append(errs, errors.New("hpa-name must not be empty"))
-	}
 	if len(errs) == 0 {
 		if err := pc.Validate(); err != nil {
 			errs = append(errs, err)
@@ -175,10 +191,70 @@ func (o *options) config() (*config, error) {
 		probe: pc,
 		setup: capacity.Setup{URL: o.url, Model: o.model, Endpoint: o.endpoint, Mix: mix, Rates: rates,
 			Warmup: o.warmup.String(), Window: o.window.String(), SLOs: sloText, TimeScale: o.timeScale, Cost: pc.Cost},
-		hpa: capacity.HPAOptions{Metric: o.hpaMetric, Margin: o.margin, Name: o.hpaName, Namespace: o.namespace,
-			MinReplicas: o.minReplicas, MaxReplicas: o.maxReplicas, PeakRate: o.peakRate},
-		json: o.jsonOut, svg: o.svgOut, hpaOut: o.hpaOut,
+		hpa:  hpa,
+		json: o.jsonOut, svg: o.svgOut, hpaOut: o.hpaOut, output: o.output,
 	}, nil
+}
+
+// recommendationErrors lists the problems with the flags that shape the
+// recommendation, which a recorded run (--from-json) uses too.
+func (o *options) recommendationErrors(hpa capacity.HPAOptions) []error {
+	var errs []error
+	if o.hpaMetric != capacity.MetricAuto && o.hpaMetric != capacity.MetricQueue && o.hpaMetric != capacity.MetricBatch {
+		errs = append(errs, fmt.Errorf("hpa-metric must be auto, %s or %s, got %q", capacity.MetricQueue, capacity.MetricBatch, o.hpaMetric))
+	}
+	if !(o.margin >= 0 && o.margin < 1) {
+		errs = append(errs, fmt.Errorf("margin must be in [0, 1), got %v", o.margin))
+	}
+	if o.minReplicas < 1 || o.maxReplicas < o.minReplicas {
+		errs = append(errs, fmt.Errorf("want 1 <= min-replicas <= max-replicas, got %d and %d", o.minReplicas, o.maxReplicas))
+	}
+	if !(o.peakRate >= 0) || math.IsInf(o.peakRate, 0) {
+		errs = append(errs, fmt.Errorf("peak-rate must be a finite number, 0 or more, got %v", o.peakRate))
+	}
+	if o.hpaName == "" {
+		errs = append(errs, errors.New("hpa-name must not be empty"))
+	}
+	if !slices.Contains(outputs, o.output) {
+		errs = append(errs, fmt.Errorf("output must be one of %s, got %q", strings.Join(outputs, ", "), o.output))
+	}
+	if o.modelLoadTime == 0 {
+		// Zero is the library's default; as a flag it is a mistake.
+		errs = append(errs, errors.New("model-load-time must be more than 0: give the measured time from a pod's creation to Ready"))
+	}
+	if o.kind == "" {
+		errs = append(errs, fmt.Errorf("workload-kind must be %s or %s", capacity.KindDeployment, capacity.KindStatefulSet))
+	}
+	if o.scaler == "" {
+		errs = append(errs, errors.New("keda-scaler-address must not be empty"))
+	}
+	if err := hpa.ValidateRecipe(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.method != "" && (o.output == outputKEDA || o.output == outputBoth) {
+		errs = append(errs, fmt.Errorf("forecast-method %q cannot go into a ScaledObject: the KEDA scaler's trigger metadata has no method key, so KEDA reads the adapter's default method; leave --forecast-method empty or use --output hpa", o.method))
+	}
+	return errs
+}
+
+// recordedConfig is the configuration of a run that reads a recorded one.
+func (o *options) recordedConfig(hpa capacity.HPAOptions, errs []error) (*config, error) {
+	if o.rates != "" || o.ramp != "" {
+		errs = append(errs, errors.New("from-json derives the recommendation from a recorded run: give no --rates or --ramp"))
+	}
+	var rep *capacity.Report
+	if b, err := os.ReadFile(o.fromJSON); err != nil {
+		errs = append(errs, fmt.Errorf("from-json: %w", err))
+	} else if err := json.Unmarshal(b, &rep); err != nil || rep == nil || len(rep.Steps) == 0 {
+		if err == nil {
+			err = errors.New("no steps in it")
+		}
+		errs = append(errs, fmt.Errorf("from-json %s: not a capacity --json file: %w", o.fromJSON, err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &config{setup: rep.Setup, hpa: hpa, json: o.jsonOut, svg: o.svgOut, hpaOut: o.hpaOut, output: o.output, recorded: rep}, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -191,6 +267,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := o.config()
 	if err != nil {
 		return cli.Usage(err)
+	}
+	if cfg.recorded != nil {
+		rep := capacity.NewReport(cfg.setup, cfg.recorded.Steps, cfg.setup.Cost, cfg.hpa, cfg.recorded.Interrupted)
+		return cfg.finish(rep, stdout, nil, nil)
 	}
 	var writeErr error
 	onStep := func(steps []capacity.Step) {
@@ -209,27 +289,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		interrupted = true // keep what was measured
 	}
 	rep := capacity.NewReport(cfg.setup, steps, cfg.probe.Cost, cfg.hpa, interrupted)
-	if werr := cfg.write(rep); werr != nil {
-		return werr
+	var stopped error
+	if interrupted {
+		stopped = fmt.Errorf("stopped after %d steps (%w); partial results are above%s", len(steps), err, cfg.where())
 	}
-	if cfg.hpaOut != "" && rep.Recommendation != nil {
-		if werr := writeFile(cfg.hpaOut, func(w io.Writer) error { _, e := io.WriteString(w, rep.Recommendation.Manifest); return e }); werr != nil {
-			return werr
+	return cfg.finish(rep, stdout, stopped, writeErr)
+}
+
+// finish writes the files, the table and the manifest --output picks, and
+// says how the run ended: stopped (an interruption) first, then no
+// capacity, then writeErr (a file that could not be written during the run).
+func (c *config) finish(rep *capacity.Report, stdout io.Writer, stopped, writeErr error) error {
+	if err := c.write(rep); err != nil {
+		return err
+	}
+	manifest := c.manifest(rep)
+	if c.hpaOut != "" && manifest != "" {
+		if err := writeFile(c.hpaOut, func(w io.Writer) error { _, e := io.WriteString(w, manifest); return e }); err != nil {
+			return err
 		}
 	}
-	if werr := rep.WriteTable(stdout); werr != nil {
-		return werr
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
 	}
-	if rep.Recommendation != nil && cfg.hpaOut == "" {
-		_, _ = fmt.Fprintf(stdout, "\n%s", rep.Recommendation.Manifest)
+	if manifest != "" && c.hpaOut == "" {
+		_, _ = fmt.Fprintf(stdout, "\n%s", manifest)
 	}
 	switch {
-	case interrupted:
-		return fmt.Errorf("stopped after %d steps (%w); partial results are above%s", len(steps), err, cfg.where())
+	case stopped != nil:
+		return stopped
 	case !rep.Analysis.Found:
 		return fmt.Errorf("no step met the SLOs (%s)", strings.Join(rep.Analysis.Notes, "; "))
 	}
 	return writeErr
+}
+
+// manifest is the YAML --output picks; empty when there is none.
+func (c *config) manifest(rep *capacity.Report) string {
+	switch {
+	case c.output == outputSingle && rep.Recommendation != nil:
+		return rep.Recommendation.Manifest
+	case c.output == outputSingle || rep.Recipe == nil:
+		return ""
+	case c.output == outputKEDA:
+		return rep.Recipe.ScaledObject
+	case c.output == outputBoth:
+		return "# Two forms of one recipe: apply the HPA or the ScaledObject, not both (two autoscalers on one workload fight)\n" +
+			rep.Recipe.HPA + "---\n" + rep.Recipe.ScaledObject
+	}
+	return rep.Recipe.HPA
 }
 
 // where names the files written, for messages.

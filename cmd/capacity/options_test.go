@@ -13,14 +13,22 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli/clitest"
 )
+
+// recorded is a probe's --json output, recorded on the shootout's code trace.
+const recorded = "../../pkg/capacity/testdata/probe-code-trace.json"
 
 func TestConfig(t *testing.T) {
 	dir := t.TempDir()
 	mix := filepath.Join(dir, "mix.jsonl")
 	if err := os.WriteFile(mix, []byte("{\"prompt\": \"hi\", \"max_tokens\": 8}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.json")
+	if err := os.WriteFile(empty, []byte(`{"steps": []}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(dir, "bad.jsonl")
@@ -41,6 +49,22 @@ func TestConfig(t *testing.T) {
 		{Name: "bad url", Args: []string{"--rates", "1", "--url", "127.0.0.1:8000"}, WantErr: "url must start with http://"},
 		{Name: "bad gpus", Args: []string{"--rates", "1", "--gpus-per-replica", "0"}, WantErr: "gpus per replica"},
 		{Name: "bad length", Args: []string{"--rates", "1", "--prompt-len", "uniform:9:3"}, WantErr: "length distribution"},
+		{Name: "recipe options", Args: []string{"--rates", "1", "--output", "keda", "--workload-kind", "StatefulSet", "--model-load-time", "5m", "--keda-scaler-address", "ima.ops.svc:9443"}},
+		{Name: "method with the HPA", Args: []string{"--rates", "1", "--forecast-method", "staffing", "--output", "hpa"}},
+		{Name: "bad output", Args: []string{"--rates", "1", "--output", "yaml"}, WantErr: `output must be one of hpa, keda, both, single-metric, got "yaml"`},
+		{Name: "bad kind", Args: []string{"--rates", "1", "--workload-kind", "ReplicaSet"}, WantErr: `workload kind must be Deployment or StatefulSet, got "ReplicaSet"`},
+		{Name: "empty kind", Args: []string{"--rates", "1", "--workload-kind", ""}, WantErr: "workload-kind must be Deployment or StatefulSet"},
+		{Name: "zero load time", Args: []string{"--rates", "1", "--model-load-time", "0s"}, WantErr: "model-load-time must be more than 0: give the measured time"},
+		{Name: "load time past the window", Args: []string{"--rates", "1", "--model-load-time", "45m"}, WantErr: "at most 3600s), got 45m0s"},
+		{Name: "bad method", Args: []string{"--rates", "1", "--forecast-method", "prophet"}, WantErr: `one of envelope, holt, staffing, got "prophet"`},
+		{Name: "method with KEDA", Args: []string{"--rates", "1", "--forecast-method", "holt", "--output", "both"}, WantErr: `forecast-method "holt" cannot go into a ScaledObject`},
+		{Name: "empty scaler address", Args: []string{"--rates", "1", "--keda-scaler-address", ""}, WantErr: "keda-scaler-address must not be empty"},
+		{Name: "from json", Args: []string{"--from-json", recorded}},
+		{Name: "from json and a plan", Args: []string{"--from-json", recorded, "--ramp", "1:2:1"}, WantErr: "give no --rates or --ramp"},
+		{Name: "from json missing", Args: []string{"--from-json", filepath.Join(dir, "none.json")}, WantErr: "from-json: open"},
+		{Name: "from json not a run", Args: []string{"--from-json", mix}, WantErr: "not a capacity --json file"},
+		{Name: "from json without steps", Args: []string{"--from-json", empty}, WantErr: "no steps in it"},
+		{Name: "from json, bad options too", Args: []string{"--from-json", recorded, "--output", "x", "--min-replicas", "0"}, WantErr: "min-replicas <= max-replicas"},
 	}, func() (*pflag.FlagSet, func() error) {
 		o := newOptions()
 		return o.flags(), func() error { _, err := o.config(); return err }
@@ -97,4 +121,71 @@ func TestConfigRejectsNonFinite(t *testing.T) {
 		o := newOptions()
 		return o.flags(), func() error { _, err := o.config(); return err }
 	})
+}
+
+// TestRunFromRecorded: --from-json derives the recommendation from a
+// recorded run, and --output picks the manifest written to stdout or to
+// --hpa-out.
+func TestRunFromRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		output string
+		want   []string
+		absent []string
+	}{
+		{"hpa", []string{"kind: HorizontalPodAutoscaler", "name: " + capacity.MetricDemandForecast, `value: "2.983"`, `averageValue: "1"`},
+			[]string{"kind: ScaledObject"}},
+		{"keda", []string{"kind: ScaledObject", `targetValue: "2.983"`, "metricType: Value"}, []string{"kind: HorizontalPodAutoscaler"}},
+		{"both", []string{"apply the HPA or the ScaledObject, not both", "kind: HorizontalPodAutoscaler", "\n---\n", "kind: ScaledObject"}, nil},
+		{"single-metric", []string{"kind: HorizontalPodAutoscaler", "name: inference_batch_size", `averageValue: "2193m"`},
+			[]string{capacity.MetricDemandForecast + "\n"}},
+	} {
+		t.Run(tc.output, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, toFile := range []bool{false, true} {
+				args := []string{"--from-json", recorded, "--hpa-name", "model", "--max-replicas", "8", "--output", tc.output, "--json", filepath.Join(dir, "again.json")}
+				if toFile {
+					args = append(args, "--hpa-out", filepath.Join(dir, "out.yaml"))
+				}
+				var out, errOut strings.Builder
+				if err := run(context.Background(), args, &out, &errOut); err != nil {
+					t.Fatalf("run %q: %v", args, err)
+				}
+				manifest := out.String()
+				if toFile {
+					b, err := os.ReadFile(filepath.Join(dir, "out.yaml"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					manifest = string(b)
+					if strings.Contains(out.String(), "apiVersion:") {
+						t.Errorf("with --hpa-out the manifest is on stdout too:\n%s", out.String())
+					}
+				}
+				for _, want := range tc.want {
+					if !strings.Contains(manifest, want) {
+						t.Errorf("--output %s (file %v) lacks %q:\n%s", tc.output, toFile, want, manifest)
+					}
+				}
+				for _, no := range tc.absent {
+					if strings.Contains(manifest, no) {
+						t.Errorf("--output %s (file %v) has %q:\n%s", tc.output, toFile, no, manifest)
+					}
+				}
+				for _, want := range []string{"CAPACITY", "recommended HPA (the recipe): " + capacity.MetricDemandForecast + " Value 2.983 per replica",
+					"  - forecast: ", "  - guard: ", "  - scale down: a stabilization window of 300 s", "single-metric HPA (--output single-metric): inference_batch_size"} {
+					if !strings.Contains(out.String(), want) {
+						t.Errorf("the table lacks %q:\n%s", want, out.String())
+					}
+				}
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "again.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep capacity.Report
+			if err := json.Unmarshal(b, &rep); err != nil || rep.Recipe == nil || rep.Recipe.ForecastQuantity != "2.983" || len(rep.Steps) != 9 {
+				t.Errorf("--json of the recorded run: %v, recipe %+v", err, rep.Recipe)
+			}
+		})
+	}
 }

@@ -297,7 +297,8 @@ func TestReportOutputs(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatalf("JSON does not parse: %v", err)
 	}
-	if back.Analysis.Capacity != 6 || len(back.Steps) != 7 || back.Recommendation == nil || !back.Interrupted || back.Steps[0].Server.Queue == nil {
+	if back.Analysis.Capacity != 6 || len(back.Steps) != 7 || back.Recommendation == nil || back.Recipe == nil || back.Recipe.HPA != rep.Recipe.HPA ||
+		!back.Interrupted || back.Steps[0].Server.Queue == nil {
 		t.Errorf("JSON round trip: %+v", back.Analysis)
 	}
 	var svg bytes.Buffer
@@ -329,7 +330,8 @@ func TestReportOutputs(t *testing.T) {
 	if err := rep.WriteTable(&tbl); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"CAPACITY", "interrupted", "capacity: 6 req/s", "recommended HPA: inference_batch_size", "partial results"} {
+	for _, want := range []string{"CAPACITY", "interrupted", "capacity: 6 req/s", "recommended HPA (the recipe): " + MetricDemandForecast,
+		"single-metric HPA (--output single-metric): inference_batch_size", "partial results"} {
 		if !strings.Contains(tbl.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tbl.String())
 		}

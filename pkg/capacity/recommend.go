@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // HPA metric names the recommendation can target (the adapter's signals).
@@ -35,6 +36,19 @@ type HPAOptions struct {
 	// PeakRate, when positive, is the expected peak arrival rate for the
 	// whole Deployment (requests/s); MaxReplicas is then derived from it.
 	PeakRate float64
+
+	// The recipe's own options (NewRecipe); zero values take the defaults.
+	// Kind is the workload scaled: KindDeployment (default) or KindStatefulSet.
+	Kind string
+	// ModelLoadTime is the time from a pod's creation to Ready, as the
+	// user measured it (DefaultModelLoadTime when 0).
+	ModelLoadTime time.Duration
+	// Method picks the forecast method (one of ForecastMethods); empty
+	// leaves it to the adapter's default.
+	Method string
+	// ScalerAddress is the adapter's KEDA scaler port, HOST:PORT
+	// (DefaultScalerAddress when empty).
+	ScalerAddress string
 }
 
 // Recommendation is the HPA derived from a measurement.

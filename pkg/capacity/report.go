@@ -17,6 +17,10 @@ type Report struct {
 	Recommendation *Recommendation `json:"recommendation,omitempty"`
 	// NoRecommendation says why there is none.
 	NoRecommendation string `json:"noRecommendation,omitempty"`
+	// Recipe is the whole HPA (the forecast, a guard, bounds and behavior);
+	// NoRecipe says why there is none.
+	Recipe   *Recipe `json:"recipe,omitempty"`
+	NoRecipe string  `json:"noRecipe,omitempty"`
 	// Interrupted is true when the run was stopped before its plan ended.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
@@ -35,7 +39,8 @@ type Setup struct {
 	Cost      Cost      `json:"cost"`
 }
 
-// NewReport analyses steps and derives the recommendation.
+// NewReport analyses steps and derives the single-metric recommendation
+// and the recipe.
 func NewReport(setup Setup, steps []Step, cost Cost, hpa HPAOptions, interrupted bool) *Report {
 	r := &Report{Setup: setup, Steps: steps, Interrupted: interrupted}
 	r.Analysis = Analyze(r.Steps, cost)
@@ -44,6 +49,11 @@ func NewReport(setup Setup, steps []Step, cost Cost, hpa HPAOptions, interrupted
 		r.NoRecommendation = err.Error()
 	}
 	r.Recommendation = rec
+	recipe, err := NewRecipe(r.Steps, r.Analysis, hpa)
+	if err != nil {
+		r.NoRecipe = err.Error()
+	}
+	r.Recipe = recipe
 	return r
 }
 
@@ -124,13 +134,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, n := range r.Analysis.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
-	if rec := r.Recommendation; rec != nil {
-		fmt.Fprintf(&b, "\nrecommended HPA: %s, target %s per pod\n", rec.Metric, rec.Quantity)
-		for _, e := range rec.Explanation {
+	if rc := r.Recipe; rc != nil {
+		fmt.Fprintf(&b, "\nrecommended HPA (the recipe): %s Value %s per replica on the %s, guard %s %s per pod, replicas %d to %d, scale-down window %d s\n",
+			rc.ForecastMetric, rc.ForecastQuantity, rc.Kind, rc.GuardMetric, rc.GuardQuantity, rc.MinReplicas, rc.MaxReplicas, rc.ScaleDownWindowSeconds)
+		for _, e := range rc.Reasons {
 			fmt.Fprintf(&b, "  - %s\n", e)
 		}
-	} else if r.NoRecommendation != "" {
-		fmt.Fprintf(&b, "\n%s\n", r.NoRecommendation)
+	} else if r.NoRecipe != "" {
+		fmt.Fprintf(&b, "\n%s\n", r.NoRecipe)
+	}
+	if rec := r.Recommendation; rec != nil {
+		fmt.Fprintf(&b, "single-metric HPA (--output single-metric): %s, target %s per pod\n", rec.Metric, rec.Quantity)
+		if r.Recipe == nil {
+			for _, e := range rec.Explanation {
+				fmt.Fprintf(&b, "  - %s\n", e)
+			}
+		}
+	} else if r.NoRecommendation != "" && r.NoRecommendation != r.NoRecipe {
+		fmt.Fprintf(&b, "%s\n", r.NoRecommendation)
 	}
 	if r.Interrupted {
 		b.WriteString("the run was interrupted: these are partial results\n")
