@@ -11,7 +11,6 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -132,8 +131,9 @@ func TestRecipeOnRecordedProbes(t *testing.T) {
 					wantMax = int32(math.Ceil(tc.opts.PeakRate / (s.Offered * (1 - tc.opts.Margin))))
 				}
 
+				// Strict: a misspelt field is an error, not a field left out.
 				var hpa autoscalingv2.HorizontalPodAutoscaler
-				if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(r.HPA), 4096).Decode(&hpa); err != nil {
+				if err := yaml.UnmarshalStrict([]byte(r.HPA), &hpa); err != nil {
 					t.Fatalf("HPA does not decode: %v\n%s", err, r.HPA)
 				}
 				ref := hpa.Spec.ScaleTargetRef
