@@ -13,7 +13,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/helm -e /te
 
 .PHONY: all build test unit e2e e2e-core e2e-scenarios tools bench fuzz verify lint lint-tools fmt vet tidy-check demo fleet gpu-check shootout soak soak-short clean manifests images images-local help
 
-all: build
+all: build ## The default: build
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -22,8 +22,9 @@ build: ## Build all binaries into bin/
 	@mkdir -p $(BIN)
 	@for b in $(BINARIES); do if [ -d cmd/$$b ]; then echo "go build ./cmd/$$b"; $(GO) build -trimpath -o $(BIN)/$$b ./cmd/$$b || exit 1; fi; done
 
-unit: ## Unit tests (seconds once built; a cold build of the packages takes minutes)
+unit: ## Unit tests (seconds once built; a cold build of the packages takes minutes), then every fuzz target for 3s
 	$(PROGRESS) "unit tests" $(GO) test -count=1 $(UNIT_PKGS)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 tools: ## Build the real control plane (etcd, kube-apiserver, kube-controller-manager) and helm, cached
 	@$(PROGRESS) tools ./test/tools/build.sh >/dev/null
@@ -45,16 +46,26 @@ test: verify unit ## Everything CI runs: verify, unit tests, end-to-end tests, t
 bench: ## Benchmarks: parser vs expfmt vs floor, scrape vs bare GET, heap per 1000 targets
 	$(GO) test -run='^$$' -bench=. -benchmem -count=3 ./pkg/parse ./pkg/scrape ./pkg/store ./pkg/provider
 
-fuzz: ## Fuzz the parser for 60s
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=60s ./pkg/parse
+# Every fuzz target, as package:Target: the parsers of what a pod, a page or
+# a file may hold (docs/parser.md#fuzzing). A finding is written to the
+# package's testdata/fuzz/<Target>/ and fails the run.
+FUZZ_TARGETS := ./pkg/parse:FuzzParse ./pkg/scrape:FuzzResponse ./pkg/scrape:FuzzResponseRoundTrip \
+	./pkg/agentpage:FuzzParse ./pkg/serverconfig:FuzzDecode ./pkg/targets:FuzzAnnotations
+# How long `make fuzz` runs each target, e.g. FUZZTIME=10m; FUZZFLAGS=-parallel=1 on a shared machine.
+FUZZTIME ?= 60s
+FUZZFLAGS ?=
+fuzz: ## Fuzz every parser of untrusted input (FUZZ_TARGETS), each for FUZZTIME (60s)
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) $$pkg || exit 1; done
 
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')
 
-vet:
+vet: ## go vet the module
 	$(GO) vet ./...
 
-tidy-check:
+tidy-check: ## Fail unless go.mod and go.sum (the module's and test/tools') are tidy
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@cd test/tools && $(GO) mod tidy -diff || { echo "test/tools/go.mod is not tidy: run (cd test/tools && go mod tidy)"; exit 1; }
 
@@ -64,8 +75,8 @@ verify: ## gofmt, go vet, go mod tidy clean, generated files current, the dashbo
 	@$(MAKE) --no-print-directory tidy-check
 	@echo "verify: manifests/ against the chart (the first run builds helm and the control plane, cached: minutes)"
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi
-	@echo "verify: the chart's Grafana dashboard and PrometheusRule (promql/parser, rulefmt); the release workflow's chart stamp (hack/stamp-chart.sh)"
-	@bin_dir=$$(./test/tools/build.sh | tail -n1) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) "dashboard, alerts, chart stamp" $(GO) test -count=1 -run '^(TestDashboard|TestPrometheusRule|TestPrometheusRuleNeedsSelfMetrics|TestMonitoringOptIn|TestSeries|TestExpandRefusesUnknownVariables|TestLoadRulesRefuses|TestOtherSeriesDocumented|TestStampChart|TestStampChartRefuses)$$' ./test/helm/
+	@echo "verify: test/helm's TestVerify* tests: the chart's Grafana dashboard and PrometheusRule (promql/parser, rulefmt); the release workflow's chart stamp (hack/stamp-chart.sh)"
+	@bin_dir=$$(./test/tools/build.sh | tail -n1) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) "dashboard, alerts, chart stamp" $(GO) test -count=1 -run '^TestVerify' ./test/helm/
 	@$(MAKE) --no-print-directory lint
 
 lint-tools: ## Build golangci-lint and actionlint (versions pinned in hack/lint-tools.sh) once, cached outside the repository
@@ -115,5 +126,5 @@ images: ## Build the container images (needs docker or podman; run it in your CI
 images-local: ## Build the images from this repository alone with podman (no base image pulled), as TestImages does
 	./hack/build-local-images.sh
 
-clean:
+clean: ## Remove bin/, the e2e logs and shootout-out/
 	rm -rf $(BIN) e2e.log e2e-scenarios.log shootout-out
