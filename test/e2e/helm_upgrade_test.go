@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -248,21 +249,20 @@ func (h *helmEnv) checkUpgrade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		var last string
+		if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 			resp, err := c.Get("https://127.0.0.1:" + strconv.Itoa(ports[slot]) + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					proxy.SetReady(slot, true)
-					return
-				}
+			if err != nil {
+				last = err.Error()
+				return false, nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %s never ready: %v\n%s", name, err, p.Tail(30))
-			}
-			time.Sleep(200 * time.Millisecond)
+			resp.Body.Close()
+			last = resp.Status
+			return resp.StatusCode == 200, nil
+		}); err != nil {
+			t.Fatalf("replica %s never ready in 60s; last /readyz: %s\n%s", name, last, p.Tail(30))
 		}
+		proxy.SetReady(slot, true)
 	}
 	stop := func(slot int) {
 		t.Helper()

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
@@ -158,21 +160,18 @@ func TestImages(t *testing.T) {
 			"--pod-resources-socket=/nonexistent/kubelet.sock"))
 		want := `backend="testing-fake-nvml/dgxa100"`
 		var last string
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
 			body, err := framework.GetPage(ctx, nil, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics")
-			cancel()
-			if err == nil && strings.Contains(string(body), want) {
-				return
-			}
 			last = string(body)
 			if err != nil {
 				last = err.Error()
 			}
-			time.Sleep(500 * time.Millisecond)
+			return err == nil && strings.Contains(string(body), want), nil
+		}); err != nil {
+			t.Fatalf("the gpu-agent container's page never carried %s in 60s; last: %.500s", want, last)
 		}
-		t.Fatalf("the gpu-agent container's page never carried %s; last: %.500s", want, last)
 	})
 
 	t.Run("adapter behind the chart's APIServices", func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -570,28 +571,31 @@ func containerPort(c corev1.Container, def int32) int32 {
 }
 
 func waitListening(ctx context.Context, p *Process, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited before listening on %s: %v\n%s", p.Name, addr, err, p.Tail(20)) //nolint:errorlint // err is nil on a clean exit
+			return false, fmt.Errorf("%s exited before listening on %s: %v\n%s", p.Name, addr, err, p.Tail(20)) //nolint:errorlint // err is nil on a clean exit
 		}
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			if exited, err := p.Exited(); exited { // someone else took addr first
-				return fmt.Errorf("%s exited: %v\n%s", p.Name, err, p.Tail(20)) //nolint:errorlint // err is nil on a clean exit
-			}
-			return nil
+		if err != nil {
+			last = err
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not listening on %s after %s: %w\n%s", p.Name, addr, timeout, err, p.Tail(20))
+		conn.Close()
+		if exited, err := p.Exited(); exited { // someone else took addr first
+			return false, fmt.Errorf("%s exited: %v\n%s", p.Name, err, p.Tail(20)) //nolint:errorlint // err is nil on a clean exit
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return true, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case wait.Interrupted(err):
+		return fmt.Errorf("%s not listening on %s after %s: %w\n%s", p.Name, addr, timeout, last, p.Tail(20))
 	}
+	return err
 }
 
 // ReportRunning sets pod's status to Running and Ready at ip, as the kubelet
