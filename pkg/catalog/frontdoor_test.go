@@ -3,15 +3,30 @@ package catalog
 import "testing"
 
 // TestFrontDoorMetricDocumented fails when docs/metrics.md's "Served on
-// Services" section has no row for the front-door metric with its unit.
+// Services" section has no row for a front-door metric with its unit.
 func TestFrontDoorMetricDocumented(t *testing.T) {
-	checkDocumentedUnit(t, "Served on Services", FrontDoorPendingRequests, FrontDoorPendingRequestsUnit)
+	for name, unit := range map[string]string{
+		FrontDoorPendingRequests: FrontDoorPendingRequestsUnit,
+		FrontDoorRunningRequests: FrontDoorRunningRequestsUnit,
+		FrontDoorPoolSaturation:  FrontDoorPoolSaturationUnit,
+	} {
+		checkDocumentedUnit(t, "Served on Services", name, unit)
+	}
 }
 
-// TestFrontDoorMetricIsNoPodSignal: the Service metric's name is not also a
-// pod signal's, which would make it served on pods and workloads.
+// TestFrontDoorMetricIsNoPodSignal: no front-door metric's name is also a
+// pod signal's, which would make it served on pods and workloads, and each
+// is one IsFrontDoorMetric knows.
 func TestFrontDoorMetricIsNoPodSignal(t *testing.T) {
-	if _, dup := ByName(FrontDoorPendingRequests); dup {
-		t.Errorf("%s is also a pod signal", FrontDoorPendingRequests)
+	for _, name := range FrontDoorMetrics() {
+		if _, dup := ByName(name); dup {
+			t.Errorf("%s is also a pod signal", name)
+		}
+		if !IsFrontDoorMetric(name) {
+			t.Errorf("IsFrontDoorMetric(%s) is false", name)
+		}
+	}
+	if IsFrontDoorMetric(QueueSize.Name()) {
+		t.Errorf("IsFrontDoorMetric(%s) is true", QueueSize.Name())
 	}
 }

@@ -145,5 +145,102 @@ func TestFrontDoorMetric(t *testing.T) {
 }
 
 func TestDiscoveryListsFrontDoorMetric(t *testing.T) {
-	checkDiscovery(t, []string{catalog.FrontDoorPendingRequests}, "services", "inferencepools.inference.networking.k8s.io")
+	checkDiscovery(t, catalog.FrontDoorMetrics(), "services", "inferencepools.inference.networking.k8s.io")
+}
+
+// eppPage is an endpoint picker's page as package parse reads it: per
+// model its held requests (queue) and requests in flight (batch), and,
+// when saturation >= 0, the pool's saturation (batch fill) on model "".
+func eppPage(held, running map[string]float64, saturation float64) *parse.Page {
+	pg := frontDoorPage(held)
+	for i := range pg.Models {
+		m := &pg.Models[i]
+		if r, ok := running[m.Name]; ok {
+			m.Values[catalog.BatchSize] = r
+			m.Has = m.Has.Add(catalog.BatchSize)
+		}
+	}
+	if saturation >= 0 {
+		m := parse.Model{}
+		m.Values[catalog.BatchFill] = saturation
+		m.Has = m.Has.Add(catalog.BatchFill)
+		pg.Models = append(pg.Models, m)
+	}
+	return pg
+}
+
+// TestFrontDoorEPPSignals: an InferencePool's (or a Service's) requests in
+// flight are summed over its Ready endpoint-picker pods, per model with a
+// model selector; its pool saturation is the largest of theirs, may exceed
+// 1, and is the pool's (a model selector is refused). An endpoint picker
+// whose page lacks a signal (an EPP without flow control, or an older one)
+// makes it absent with a reason naming the series, never 0; its held
+// requests are served whatever the other two.
+func TestFrontDoorEPPSignals(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	fresh := now.Add(-2 * time.Second)
+	st := store.New()
+	rec := func(name string, pg *parse.Page) {
+		st.Record(types.NamespacedName{Namespace: "ns", Name: name}, fresh, pg, nil)
+	}
+	rec("epp-0", eppPage(map[string]float64{"llama": 3, "qwen": 1}, map[string]float64{"llama": 10, "qwen": 4}, 0.75))
+	rec("epp-1", eppPage(map[string]float64{"llama": 2}, map[string]float64{"llama": 6}, 1.25))
+	rec("epp-unready", eppPage(map[string]float64{"llama": 50}, map[string]float64{"llama": 50}, 9))
+	rec("old-epp", eppPage(map[string]float64{"llama": 4}, nil, -1))
+	rec("svc-door", eppPage(map[string]float64{"llama": 1}, map[string]float64{"llama": 2}, 0.5))
+	f := fixture{now: now, store: st, pods: []*corev1.Pod{
+		door("ns", "epp-0", "inferencepool/pool", true),
+		door("ns", "epp-1", "inferencepool/pool", true),
+		door("ns", "epp-unready", "inferencepool/pool", false),
+		door("ns", "old-epp", "inferencepool/old", true),
+		door("ns", "svc-door", "llm", true),
+	}}
+	srv, _ := newServer(t, f)
+	pool := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/inferencepools.inference.networking.k8s.io/"
+	svc := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/services/"
+	modelSel := func(m string) string { return "?metricLabelSelector=" + url.QueryEscape("model_name="+m) }
+	running, saturation, held := "/"+catalog.FrontDoorRunningRequests, "/"+catalog.FrontDoorPoolSaturation, "/"+catalog.FrontDoorPendingRequests
+
+	cases := []struct {
+		name, path, metric string
+		code               int
+		want, wantErr      string
+	}{
+		{name: "in flight: summed over the Ready endpoint pickers", path: pool + "pool" + running, metric: catalog.FrontDoorRunningRequests, code: 200, want: "20"},
+		{name: "in flight of one model", path: pool + "pool" + running + modelSel("llama"), metric: catalog.FrontDoorRunningRequests, code: 200, want: "16"},
+		{name: "a model one picker lacks: absent, not a partial sum", path: pool + "pool" + running + modelSel("qwen"), code: 404, wantErr: "1 of 2 Ready front-door pods have no value"},
+		{name: "saturation: the largest, above 1 kept", path: pool + "pool" + saturation, metric: catalog.FrontDoorPoolSaturation, code: 200, want: "1250m"},
+		{name: "held requests beside them", path: pool + "pool" + held, metric: catalog.FrontDoorPendingRequests, code: 200, want: "6"},
+		{name: "saturation is the pool's, not a model's", path: pool + "pool" + saturation + modelSel("llama"), code: 404, wantErr: "the pool's, not a model's"},
+		{name: "no saturation on the page: absent with the series named", path: pool + "old" + saturation, code: 404, wantErr: "llm_d_epp_flow_control_pool_saturation or inference_extension_flow_control_pool_saturation"},
+		{name: "no running requests on the page: absent with the series named", path: pool + "old" + running, code: 404, wantErr: "llm_d_epp_request_running or inference_objective_running_requests"},
+		{name: "the old picker's held requests are still served", path: pool + "old" + held, metric: catalog.FrontDoorPendingRequests, code: 200, want: "4"},
+		{name: "a Service's front door serves them too", path: svc + "llm" + running, metric: catalog.FrontDoorRunningRequests, code: 200, want: "2"},
+		{name: "pods do not serve them", path: "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/epp-0" + saturation, code: 404, wantErr: "is served on services"},
+		{name: "pools by selector are refused, naming the metric", path: pool + "*" + running + "?labelSelector=app%3Dllm", code: 404, wantErr: "NAME/" + catalog.FrontDoorRunningRequests},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(t, srv, tc.path)
+			if code != tc.code {
+				t.Fatalf("status %d, want %d; body %s", code, tc.code, body)
+			}
+			if tc.code != 200 {
+				if !strings.Contains(body, tc.wantErr) {
+					t.Fatalf("body %s does not say %q", body, tc.wantErr)
+				}
+				return
+			}
+			var list struct{ Items []valueJSON }
+			if err := json.Unmarshal([]byte(body), &list); err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Items) != 1 {
+				t.Fatalf("%d items, want 1: %s", len(list.Items), body)
+			}
+			if it := list.Items[0]; it.Value != tc.want || it.Metric.Name != tc.metric {
+				t.Errorf("value %s of %q, want %s of %q", it.Value, it.Metric.Name, tc.want, tc.metric)
+			}
+		})
+	}
 }

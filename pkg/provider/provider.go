@@ -105,6 +105,9 @@ type Config struct {
 	// Latency records the questions about latency percentiles, which turn
 	// on the parsing of the servers' latency histograms; nil records none.
 	Latency *LatencyDemand
+	// RoleLabel is the pod label a role=VALUE metric selector reads
+	// (role.go); "" is DefaultRoleLabel.
+	RoleLabel string
 }
 
 // Provider implements the custom metrics provider interface.
@@ -161,7 +164,9 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 		}
 	}
 	for _, gr := range append([]schema.GroupResource{servicesGR}, inferencePoolGRs...) {
-		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.FrontDoorPendingRequests})
+		for _, m := range catalog.FrontDoorMetrics() {
+			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: m})
+		}
 	}
 	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.DemandPerReplica})
@@ -206,7 +211,11 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if err := checkSelectors(info.Metric, nil, metricSelector); err != nil {
 		return nil, err
 	}
-	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {
+	p, err := p.forRole(info, metricSelector) // role.go: role=VALUE reads that role's pods only
+	if err != nil {
+		return nil, err
+	}
+	if isFrontDoorObject(info.GroupResource) || catalog.IsFrontDoorMetric(info.Metric) {
 		return p.frontDoorByName(ctx, name, info, metricSelector) // frontdoor.go
 	}
 	if info.Metric == catalog.DemandPerReplica {
@@ -271,7 +280,11 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err := checkSelectors(info.Metric, selector, metricSelector); err != nil {
 		return nil, err
 	}
-	if isFrontDoorObject(info.GroupResource) || info.Metric == catalog.FrontDoorPendingRequests {
+	p, err := p.forRole(info, metricSelector) // role.go: role=VALUE reads that role's pods only
+	if err != nil {
+		return nil, err
+	}
+	if isFrontDoorObject(info.GroupResource) || catalog.IsFrontDoorMetric(info.Metric) {
 		return nil, frontDoorBySelector(namespace, info) // frontdoor.go
 	}
 	if info.Metric == catalog.DemandPerReplica {
@@ -703,6 +716,7 @@ func servedNames() string {
 // modelMatcher turns the HPA's metric.selector into a model filter. The
 // selector is matched against model_name (and Triton's model label).
 func modelMatcher(sel labels.Selector) store.ModelMatcher {
+	sel = withoutKey(sel, catalog.RoleSelectorLabel) // role.go: a role picks pods, not models
 	if sel == nil || sel.Empty() {
 		return nil
 	}
