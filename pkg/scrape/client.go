@@ -3,6 +3,8 @@ package scrape
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +34,16 @@ type endpoint struct {
 	url  string
 	addr string // host:port to dial
 	req  []byte // the whole GET request, written with one Write
+	// tls: an https:// URL; the connection is a tls.Client over the dialed
+	// one, verified for serverName with creds.
+	tls        bool
+	serverName string
+	creds      *credentials
+	// bearer: the request carries creds' token, written between reqHead
+	// and reqTail (the token may change from one scrape to the next).
+	bearer  bool
+	reqHead []byte
+	reqTail []byte
 	// idleTimeout: an idle connection older than this is closed, not reused.
 	idleTimeout time.Duration
 
@@ -41,16 +53,15 @@ type endpoint struct {
 	closed bool // the target is gone: no connection is kept any more
 }
 
-// newEndpoint prepares the GET of rawURL, an http:// URL (the only scheme
-// pod endpoints use).
+// newEndpoint prepares the GET of rawURL, an http:// or https:// URL.
 func newEndpoint(rawURL string, gzip bool, idleTimeout time.Duration) (*endpoint, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case u.Scheme != "http":
-		return nil, fmt.Errorf("%q: scheme %q is not supported, only http", rawURL, u.Scheme)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%q: scheme %q is not supported, only http and https", rawURL, u.Scheme)
 	case u.Host == "" || u.Hostname() == "":
 		return nil, fmt.Errorf("%q: no host", rawURL)
 	case u.User != nil:
@@ -59,6 +70,9 @@ func newEndpoint(rawURL string, gzip bool, idleTimeout time.Duration) (*endpoint
 	port := u.Port()
 	if port == "" {
 		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
 	}
 	host, path := removeZone(u.Host), u.RequestURI()
 	if !printable(host) || !printable(path) {
@@ -68,17 +82,67 @@ func newEndpoint(rawURL string, gzip bool, idleTimeout time.Duration) (*endpoint
 	if gzip {
 		encoding = "gzip"
 	}
-	req := "GET " + path + " HTTP/1.1\r\n" +
-		"Host: " + host + "\r\n" +
-		"User-Agent: " + userAgent + "\r\n" +
+	head := "GET " + path + " HTTP/1.1\r\n" +
+		"Host: " + host + "\r\n"
+	tail := "User-Agent: " + userAgent + "\r\n" +
 		"Accept: " + acceptHeader + "\r\n" +
 		"Accept-Encoding: " + encoding + "\r\n\r\n"
 	return &endpoint{
 		url:         rawURL,
 		addr:        net.JoinHostPort(u.Hostname(), port),
-		req:         []byte(req),
+		req:         []byte(head + tail),
+		reqHead:     []byte(head),
+		reqTail:     []byte(tail),
+		tls:         u.Scheme == "https",
+		serverName:  u.Hostname(),
 		idleTimeout: idleTimeout,
 	}, nil
+}
+
+// newTargetEndpoint prepares t's GET with the credentials t asks for: the
+// TLS server name of an https target, and the bearer token when the rules
+// allow it (over verified HTTPS only, to a host-network pod only when
+// allowed). A target that asks for the token where the rules forbid it
+// is refused, rather than scraped without it (a page that then fails
+// authorization) or, worse, with it.
+func newTargetEndpoint(t Target, gzip bool, idleTimeout time.Duration, creds *credentials) (*endpoint, error) {
+	ep, err := newEndpoint(t.URL, gzip, idleTimeout)
+	if err != nil {
+		return nil, err
+	}
+	ep.creds = creds
+	if ep.tls && t.TLSServerName != "" {
+		ep.serverName = t.TLSServerName
+	}
+	if t.Auth == AuthBearer {
+		switch {
+		case !ep.tls:
+			return nil, errors.New("the target asks for the bearer token over plain http: the token is only sent over https")
+		case creds == nil || creds.token == nil:
+			return nil, errors.New("the target asks for the bearer token, but no token file is configured (--scrape-bearer-token-file)")
+		case creds.cfg.InsecureSkipVerify:
+			return nil, errors.New("the target asks for the bearer token, which is never sent while certificates are not verified (--scrape-insecure-skip-verify)")
+		case t.HostNetwork && !creds.cfg.TokenToHostNetwork:
+			return nil, errors.New("the target is a host-network pod: the bearer token goes to host-network pods only with --scrape-token-to-host-network")
+		}
+		ep.bearer = true
+	}
+	return ep, nil
+}
+
+// request returns the bytes of ep's GET: ep.req, or with the bearer token
+// written into buf.
+func (ep *endpoint) request(buf *[]byte) []byte {
+	if !ep.bearer {
+		return ep.req
+	}
+	b := append((*buf)[:0], ep.reqHead...)
+	b = append(b, "Authorization: Bearer "...)
+	b = append(b, ep.creds.bearer()...)
+	b = append(b, "\r\n"...)
+	b = append(b, ep.reqTail...)
+	*buf = b
+	return b
 }
 
 // removeZone removes an IPv6 zone from a Host header's host ("[fe80::1%eth0]:80").
@@ -164,6 +228,11 @@ func (w *worker) get(parent context.Context, deadline time.Time, ep *endpoint, m
 			if c, err = d.DialContext(parent, "tcp", ep.addr); err != nil {
 				return 0, classify(parent, deadline, err)
 			}
+			if ep.tls {
+				if c, err = w.handshake(parent, deadline, c, ep); err != nil {
+					return 0, err
+				}
+			}
 		}
 		n, keep, err := w.exchange(parent, deadline, c, ep, maxBody)
 		if keep {
@@ -198,7 +267,7 @@ func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn
 	}
 	defer w.setConn(nil) // from here on, a late interrupt touches nothing
 
-	if _, err := c.Write(ep.req); err != nil {
+	if _, err := c.Write(ep.request(&w.reqBuf)); err != nil {
 		return 0, false, connError(parent, deadline, fmt.Errorf("writing request: %w", err))
 	}
 	if w.rd == nil {
@@ -228,6 +297,64 @@ func (w *worker) exchange(parent context.Context, deadline time.Time, c net.Conn
 	}
 	n, err = w.readBody(parent, deadline, &w.body, hd.contentLength, hd.gzip, maxBody)
 	return n, err == nil && reusable(), err
+}
+
+// handshake runs the TLS handshake of ep over the dialed connection raw,
+// by the scrape's deadline, interrupted by the end of parent like the
+// request. It closes raw on failure. On failure the error is an *Error
+// that says why: a certificate not trusted, one for another name, the
+// server's refusal (of the client certificate, say), or the deadline.
+func (w *worker) handshake(parent context.Context, deadline time.Time, raw net.Conn, ep *endpoint) (net.Conn, error) {
+	if err := raw.SetDeadline(deadline); err != nil {
+		_ = raw.Close()
+		return nil, classify(parent, deadline, fmt.Errorf("setting the deadline: %w", err))
+	}
+	cfg := ep.tlsConfig()
+	tc := tls.Client(raw, cfg)
+	w.setConn(raw)
+	if w.interruptFn == nil {
+		w.interruptFn = w.interrupt
+	}
+	var stop func() bool
+	if parent.Done() != nil {
+		stop = context.AfterFunc(parent, w.interruptFn)
+	}
+	err := tc.Handshake()
+	if stop != nil {
+		stop()
+	}
+	w.setConn(nil)
+	if err == nil {
+		return tc, nil
+	}
+	_ = raw.Close()
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		err = fmt.Errorf("TLS handshake: the server's certificate is not trusted (it does not chain to a CA of the scrape CA bundle): %w", err)
+	case errors.As(err, &hostname):
+		err = fmt.Errorf("TLS handshake: the server's certificate is not valid for the name %q: %w", cfg.ServerName, err)
+	case errors.As(err, &invalid):
+		err = fmt.Errorf("TLS handshake: the server's certificate is not valid: %w", err)
+	default:
+		err = fmt.Errorf("TLS handshake: %w", err)
+	}
+	if ep.creds != nil && parent.Err() == nil && !isTimeout(err) {
+		ep.creds.handshakeFailed()
+	}
+	return nil, classify(parent, deadline, err)
+}
+
+// tlsConfig is the client configuration of a handshake with ep.
+func (ep *endpoint) tlsConfig() *tls.Config {
+	if ep.creds == nil {
+		return &tls.Config{ServerName: ep.serverName, MinVersion: tls.VersionTLS12, Renegotiation: tls.RenegotiateNever}
+	}
+	return ep.creds.tlsConfig(ep.serverName)
 }
 
 func (w *worker) setConn(c net.Conn) {

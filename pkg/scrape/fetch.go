@@ -28,8 +28,10 @@ const (
 // one scrape to the next, so memory scales with the number of workers and
 // not with the number of targets. buf is kept only up to RetainBufferSize.
 type worker struct {
-	buf    []byte
-	rd     *bufio.Reader // the response, Reset onto each scrape's connection; nil until the first
+	buf []byte
+	rd  *bufio.Reader // the response, Reset onto each scrape's connection; nil until the first
+	// reqBuf holds a request with a bearer token (endpoint.request).
+	reqBuf []byte
 	head   headReader
 	body   body
 	br     *bufio.Reader // under gz; nil until the first gzip body

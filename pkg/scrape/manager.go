@@ -31,6 +31,9 @@ type Manager struct {
 	// always sets it; with GPU metrics off it simply has no agent targets.
 	agentSink AgentSink
 	metrics   *metrics
+	// creds are the HTTPS targets' verification and the credentials
+	// presented to them (Config.TLS).
+	creds *credentials
 	// get fetches a target's page into a worker's buffer: (*worker).get,
 	// replaced only by this package's tests and benchmarks (to count
 	// requests, or to compare with net/http's client).
@@ -98,12 +101,17 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 	if sink == nil {
 		return nil, errors.New("scrape manager needs a sink")
 	}
+	creds, err := newCredentials(cfg.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("scrape credentials: %w", err)
+	}
 	met, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager{
 		cfg:          cfg,
+		creds:        creds,
 		sink:         sink,
 		get:          (*worker).get,
 		metrics:      met,
@@ -236,7 +244,7 @@ func (m *Manager) stopLoopLocked(l *loop) {
 
 // newEndpoint prepares t's request and connection slot.
 func (m *Manager) newEndpoint(t Target) (*endpoint, error) {
-	return newEndpoint(t.URL, m.cfg.RequestGzip, max(90*time.Second, 3*m.cfg.Interval))
+	return newTargetEndpoint(t, m.cfg.RequestGzip, max(90*time.Second, 3*m.cfg.Interval), m.creds)
 }
 
 // endpointFor returns the endpoint of t's loop when it has one for the
@@ -536,7 +544,7 @@ func (m *Manager) scrapeTarget(ctx context.Context, w *worker, t Target, ep *end
 	)
 	switch {
 	case epErr != nil:
-		err = &Error{ReasonConnection, fmt.Errorf("invalid URL: %w", epErr)}
+		err = &Error{ReasonConnection, fmt.Errorf("invalid target: %w", epErr)}
 	case t.Kind == GPUAgent && m.agentSink == nil:
 		err = &Error{ReasonParse, errors.New("gpu-agent target but no agent sink configured")}
 	default:

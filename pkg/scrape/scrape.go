@@ -51,9 +51,19 @@ const (
 // Target is one pod's metrics endpoint.
 type Target struct {
 	Pod    types.NamespacedName
-	URL    string       // e.g. http://10.0.0.5:8000/metrics
+	URL    string       // e.g. http://10.0.0.5:8000/metrics or https://10.0.0.5:8443/metrics
 	Server parse.Server // forced dialect; parse.Unknown means detect from the page
 	Kind   Kind
+	// TLSServerName is the name an https target's certificate must be
+	// valid for (and the SNI sent); empty means the URL's host.
+	TLSServerName string
+	// Auth is the credential the target asks for; AuthBearer is refused
+	// over http, without Config.TLS.BearerTokenFile, with
+	// InsecureSkipVerify, and for a HostNetwork pod unless
+	// TokenToHostNetwork.
+	Auth Auth
+	// HostNetwork: the pod shares its node's network namespace.
+	HostNetwork bool
 }
 
 // AgentSink stores the outcome of each scrape of a gpu-agent: the per-pod
@@ -125,6 +135,9 @@ type Config struct {
 	// be cheap and safe for concurrent use. It replaces Servers' own switch
 	// (parse.Servers.WithHistograms). nil leaves that switch in charge.
 	Histograms func(pod types.NamespacedName) bool
+	// TLS verifies HTTPS targets and holds the credentials presented to
+	// them; NewManager loads its files and fails when one cannot be.
+	TLS TLSConfig
 
 	// dispatchSlack replaces dispatchSlack(Interval) when set: for the
 	// benchmark that compares slacks.

@@ -94,6 +94,9 @@ func podAnnotationsRead() []string {
 		targets.AnnotationServer,
 		targets.AnnotationMaxBatchSize,
 		targets.AnnotationFrontDoor,
+		targets.AnnotationScheme,
+		targets.AnnotationTLSServerName,
+		targets.AnnotationScrapeAuth,
 	}
 }
 

@@ -221,12 +221,15 @@ func (sp *sharedParts) mustSlim(t *testing.T, p *corev1.Pod) *corev1.Pod {
 // constant that the code indexes Annotations with.
 func annotationsRead() map[string]string {
 	return map[string]string{
-		"AnnotationPort":         targets.AnnotationPort,
-		"AnnotationPath":         targets.AnnotationPath,
-		"AnnotationScrape":       targets.AnnotationScrape,
-		"AnnotationServer":       targets.AnnotationServer,
-		"AnnotationMaxBatchSize": targets.AnnotationMaxBatchSize,
-		"AnnotationFrontDoor":    targets.AnnotationFrontDoor,
+		"AnnotationPort":          targets.AnnotationPort,
+		"AnnotationPath":          targets.AnnotationPath,
+		"AnnotationScrape":        targets.AnnotationScrape,
+		"AnnotationServer":        targets.AnnotationServer,
+		"AnnotationMaxBatchSize":  targets.AnnotationMaxBatchSize,
+		"AnnotationFrontDoor":     targets.AnnotationFrontDoor,
+		"AnnotationScheme":        targets.AnnotationScheme,
+		"AnnotationTLSServerName": targets.AnnotationTLSServerName,
+		"AnnotationScrapeAuth":    targets.AnnotationScrapeAuth,
 	}
 }
 

@@ -26,38 +26,69 @@ import (
 // servers plus the file's custom ones. Every problem found is reported, each
 // as "path:line: what".
 func Load(path string) (*parse.Servers, error) {
+	servers, _, err := LoadFile(path)
+	return servers, err
+}
+
+// LoadFile is Load that also returns how each custom server's pods are
+// scraped (its scheme and auth keys), by server name; a server without
+// either key is not in the map.
+func LoadFile(path string) (*parse.Servers, map[string]Scrape, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading server config: %w", err)
+		return nil, nil, fmt.Errorf("reading server config: %w", err)
 	}
-	custom, err := Decode(path, data)
+	f, err := DecodeFile(path, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	servers, err := parse.NewServers(custom)
+	servers, err := parse.NewServers(f.Servers)
 	if err != nil { // Decode checks the same rules, so this is not expected
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return servers, nil
+	return servers, f.Scrape, nil
+}
+
+// Scrape is how a server's pods are scraped when their own annotations
+// (prometheus.io/scheme, inference-metrics-adapter/scrape-auth) do not
+// say: Scheme "http" or "https", Auth "none" or "bearer" ("" when the key
+// is absent).
+type Scrape struct {
+	Scheme string
+	Auth   string
+}
+
+// File is the override file's content.
+type File struct {
+	// Servers are the custom servers, in the file's order.
+	Servers []parse.CustomServer
+	// Scrape holds the scheme and auth of the servers that set either, by name.
+	Scrape map[string]Scrape
 }
 
 // Keys of the file, in the order the docs list them.
 var (
 	topKeys    = []string{"servers"}
-	serverKeys = []string{"name", "modelLabel", "queue", "batch", "kvCache", "batchFill"}
+	serverKeys = []string{"name", "modelLabel", "scheme", "auth", "queue", "batch", "kvCache", "batchFill"}
 	seriesKeys = []string{"series", "labels", "scale"}
 )
 
 // Decode parses and checks the override file's content; file names it in
 // errors. It returns the custom servers in the file's order.
 func Decode(file string, data []byte) ([]parse.CustomServer, error) {
+	f, err := DecodeFile(file, data)
+	return f.Servers, err
+}
+
+// DecodeFile is Decode that also returns the servers' scrape settings.
+func DecodeFile(file string, data []byte) (File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: the file is empty; want a top-level \"servers:\" list", file)
+			return File{}, fmt.Errorf("%s: the file is empty; want a top-level \"servers:\" list", file)
 		}
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return File{}, fmt.Errorf("%s: %w", file, err)
 	}
 	d := &decoder{file: file}
 	var extra yaml.Node
@@ -65,19 +96,20 @@ func Decode(file string, data []byte) ([]parse.CustomServer, error) {
 	case err == nil:
 		d.errorf(&extra, "a second YAML document; the file holds one")
 	case !errors.Is(err, io.EOF):
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return File{}, fmt.Errorf("%s: %w", file, err)
 	}
 	out := d.top(&doc)
 	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
+		return File{}, errors.Join(d.errs...)
 	}
-	return out, nil
+	return File{Servers: out, Scrape: d.scrape}, nil
 }
 
 // decoder walks the YAML tree and collects every problem with its line.
 type decoder struct {
-	file string
-	errs []error
+	file   string
+	errs   []error
+	scrape map[string]Scrape // the servers' scheme and auth, by name
 }
 
 func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
@@ -160,7 +192,40 @@ func (d *decoder) server(n *yaml.Node) (parse.CustomServer, bool) {
 	if signals == 0 {
 		d.errorf(n, "server %q has no signals: set at least one of queue, batch, kvCache, batchFill", c.Name)
 	}
-	return c, len(d.errs) == before
+	sc := d.scrapeKeys(fields)
+	ok = len(d.errs) == before
+	if ok && sc != (Scrape{}) {
+		if d.scrape == nil {
+			d.scrape = map[string]Scrape{}
+		}
+		d.scrape[c.Name] = sc
+	}
+	return c, ok
+}
+
+// scrapeKeys reads a server's scheme and auth keys.
+func (d *decoder) scrapeKeys(fields map[string]*yaml.Node) Scrape {
+	var sc Scrape
+	if v := fields["scheme"]; v != nil {
+		if s, ok := d.str(v, "scheme"); ok {
+			if s != "http" && s != "https" {
+				d.errorf(v, "scheme %q: want http or https", s)
+			}
+			sc.Scheme = s
+		}
+	}
+	if v := fields["auth"]; v != nil {
+		if s, ok := d.str(v, "auth"); ok {
+			switch {
+			case s != "none" && s != "bearer":
+				d.errorf(v, "auth %q: want bearer or none", s)
+			case s == "bearer" && sc.Scheme != "https":
+				d.errorf(v, "auth bearer needs scheme: https (the bearer token is only sent over https)")
+			}
+			sc.Auth = s
+		}
+	}
+	return sc
 }
 
 // series reads one signal's entry, e.g. {series: x, labels: {a: b}, scale: 0.01}.

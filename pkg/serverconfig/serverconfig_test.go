@@ -68,7 +68,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"servers not a list", "servers:\n  name: x\n", []string{`f.yaml:2: "servers" must be a list`}},
 		{"servers null", "servers:\n", []string{`f.yaml:1: "servers" must be a list`}},
 		{"unknown server key", "servers:\n  - name: a\n    queue: {series: q}\n    modelLable: model\n",
-			[]string{`f.yaml:4: unknown key "modelLable" in a server (known keys: name, modelLabel, queue, batch, kvCache, batchFill)`}},
+			[]string{`f.yaml:4: unknown key "modelLable" in a server (known keys: name, modelLabel, scheme, auth, queue, batch, kvCache, batchFill)`}},
 		{"unknown series key", "servers:\n  - name: a\n    queue:\n      series: q\n      label: {a: b}\n",
 			[]string{`f.yaml:5: unknown key "label" in queue (known keys: series, labels, scale)`}},
 		{"missing series", "servers:\n  - name: a\n    queue: {labels: {a: b}}\n", []string{`f.yaml:3: queue has no "series"`}},
@@ -92,6 +92,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"signal not a mapping", "servers:\n  - name: a\n    queue: my_queue\n", []string{`f.yaml:3: queue must be a mapping with the keys series, labels, scale`}},
 		{"second document", "servers: []\n---\nservers: []\n", []string{`f.yaml:2: a second YAML document`}},
 		{"YAML syntax", "servers:\n  - name: a\n    queue: {series: q\n", []string{"f.yaml: yaml: line "}},
+		{"bad scheme", "servers:\n  - name: a\n    scheme: HTTPS\n    queue: {series: q}\n", []string{`f.yaml:3: scheme "HTTPS": want http or https`}},
+		{"bad auth", "servers:\n  - name: a\n    scheme: https\n    auth: token\n    queue: {series: q}\n", []string{`f.yaml:4: auth "token": want bearer or none`}},
+		{"bearer over http", "servers:\n  - name: a\n    scheme: http\n    auth: bearer\n    queue: {series: q}\n", []string{`f.yaml:4: auth bearer needs scheme: https`}},
+		{"bearer without a scheme", "servers:\n  - name: a\n    auth: bearer\n    queue: {series: q}\n", []string{`f.yaml:3: auth bearer needs scheme: https`}},
 		{"every problem is reported", "servers:\n  - name: A\n    queue: {series: q}\n  - name: b\n    queu: {series: q}\n",
 			[]string{`f.yaml:2: server name "A"`, `f.yaml:5: unknown key "queu"`}},
 	}
@@ -107,6 +111,34 @@ func TestDecodeErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeScrapeSettings: a server's scheme and auth keys come back by
+// name; a server without either is not in the map.
+func TestDecodeScrapeSettings(t *testing.T) {
+	file := "servers:\n" +
+		"  - name: tls-server\n    scheme: https\n    auth: bearer\n    queue: {series: q}\n" +
+		"  - name: tls-only\n    scheme: https\n    queue: {series: q}\n" +
+		"  - name: plain\n    queue: {series: q}\n"
+	f, err := DecodeFile("f.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Scrape{
+		"tls-server": {Scheme: "https", Auth: "bearer"},
+		"tls-only":   {Scheme: "https"},
+	}
+	if len(f.Scrape) != len(want) {
+		t.Fatalf("scrape settings %+v, want %+v", f.Scrape, want)
+	}
+	for name, w := range want {
+		if f.Scrape[name] != w {
+			t.Errorf("%s: %+v, want %+v", name, f.Scrape[name], w)
+		}
+	}
+	if len(f.Servers) != 3 {
+		t.Errorf("%d servers, want 3", len(f.Servers))
 	}
 }
 

@@ -17,11 +17,16 @@ const DefaultPath = "/metrics"
 // scrape error and log line about the pod.
 const MaxPathLen = 1024
 
-// Endpoint returns the URL of pod's metrics page: port from the
+// Endpoint returns the http:// URL of pod's metrics page: port from the
 // prometheus.io/port annotation, else the container port named "metrics",
 // else "http", else the first container port; path from prometheus.io/path,
 // else /metrics. It fails when the pod has no IP or no port.
 func Endpoint(pod *corev1.Pod) (string, error) {
+	return endpointURL(pod, SchemeHTTP)
+}
+
+// endpointURL is Endpoint with the given scheme.
+func endpointURL(pod *corev1.Pod, scheme string) (string, error) {
 	if pod.Status.PodIP == "" {
 		return "", fmt.Errorf("pod has no IP")
 	}
@@ -42,7 +47,7 @@ func Endpoint(pod *corev1.Pod) (string, error) {
 		}
 		path = p
 	}
-	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + path, nil
+	return scheme + "://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + path, nil
 }
 
 // urlPathOK reports whether p holds only what RFC 3986 allows in a path

@@ -106,6 +106,10 @@ type Config struct {
 	// Servers resolves the server annotation, custom servers included; nil
 	// knows the built-in servers only.
 	Servers *parse.Servers
+	// ServerScrape holds, by server name, how the pods that name that
+	// server in their server annotation are scraped (scheme, auth) when
+	// their own annotations do not say: --server-config's scheme and auth.
+	ServerScrape map[string]ScrapeSettings
 }
 
 // MaxSelectorLen is the longest label selector (its String()) kept as
@@ -279,7 +283,7 @@ func (t *Tracker) firstScrape(ctx context.Context, pods []*corev1.Pod, changed b
 		if _, ok := shadowed[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
 			continue
 		}
-		if tg, err := targetFor(p, t.cfg.Servers); err == nil {
+		if tg, err := targetFor(p, t.cfg); err == nil {
 			ts = append(ts, tg)
 		}
 	}
@@ -397,7 +401,7 @@ func (t *Tracker) classify(p *corev1.Pod, gen uint64) classified {
 	if _, frontDoor := FrontDoorFor(p); !frontDoor && p.Annotations[AnnotationScrape] != "true" && !t.demand.wants(p) {
 		return c
 	}
-	tg, err := targetFor(p, t.cfg.Servers)
+	tg, err := targetFor(p, t.cfg)
 	if err != nil {
 		klog.V(2).InfoS("Pod is wanted but cannot be scraped", "pod", klog.KObj(p), "err", err)
 		return c
@@ -454,14 +458,28 @@ func newer(a, b *corev1.Pod) bool {
 	return a.Name > b.Name
 }
 
-func targetFor(p *corev1.Pod, servers *parse.Servers) (scrape.Target, error) {
-	url, err := Endpoint(p)
+// targetFor is the model-server target of p: its URL, with the scheme,
+// TLS server name and credential its annotations ask for, else its
+// server's in --server-config (cfg.ServerScrape).
+func targetFor(p *corev1.Pod, cfg Config) (scrape.Target, error) {
+	server, err := ForcedServer(p, cfg.Servers)
 	if err != nil {
 		return scrape.Target{}, err
 	}
-	server, err := ForcedServer(p, servers)
+	var def ScrapeSettings
+	if name := p.Annotations[AnnotationServer]; name != "" {
+		def = cfg.ServerScrape[name]
+	}
+	scheme, serverName, auth, err := scrapeSettings(p, def)
 	if err != nil {
 		return scrape.Target{}, err
 	}
-	return scrape.Target{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, URL: url, Server: server}, nil
+	url, err := endpointURL(p, scheme)
+	if err != nil {
+		return scrape.Target{}, err
+	}
+	return scrape.Target{
+		Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, URL: url, Server: server,
+		TLSServerName: serverName, Auth: auth, HostNetwork: p.Spec.HostNetwork,
+	}, nil
 }
