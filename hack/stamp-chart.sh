@@ -4,7 +4,7 @@
 # chart runs (image.tag and gpuAgent.image.tag default to appVersion) are the
 # ones the release pushed; with REGISTRY set, image.repository and
 # gpuAgent.image.repository move to $REGISTRY/<image>. The release workflow runs
-# it on its checkout; test/helm's TestStampChart runs it on a temporary copy.
+# it on its checkout; test/helm's TestVerifyStampChart runs it on a temporary copy.
 #   usage: [REGISTRY=ghcr.io/you] hack/stamp-chart.sh TAG CHART_DIR
 # TAG must be a semantic version with a leading v (v1.2.3, v1.3.0-rc.1); the
 # chart is left untouched when it is not.

@@ -75,10 +75,10 @@ func checkSeriesKnown(t *testing.T, queries []monitoring.Query) {
 	}
 }
 
-// TestMonitoringOptIn: without monitoring values the chart renders neither
+// TestVerifyMonitoringOptIn: without monitoring values the chart renders neither
 // the dashboard nor the PrometheusRule; with them, each once, where and as
 // labelled as the values say.
-func TestMonitoringOptIn(t *testing.T) {
+func TestVerifyMonitoringOptIn(t *testing.T) {
 	helm := helmBinary(t)
 	for _, tc := range []struct {
 		name                      string
@@ -141,10 +141,10 @@ func TestMonitoringOptIn(t *testing.T) {
 	}
 }
 
-// TestPrometheusRuleNeedsSelfMetrics: the alerts read the self-metrics, so
+// TestVerifyPrometheusRuleNeedsSelfMetrics: the alerts read the self-metrics, so
 // enabling them with neither the ServiceMonitor nor a job of one's own is
 // refused with a message that says what to set.
-func TestPrometheusRuleNeedsSelfMetrics(t *testing.T) {
+func TestVerifyPrometheusRuleNeedsSelfMetrics(t *testing.T) {
 	helm := helmBinary(t)
 	_, err := render(t, helm, "", "--set", "monitoring.prometheusRule.enabled=true")
 	if err == nil || !strings.Contains(err.Error(), "metrics.serviceMonitor.enabled=true, or monitoring.prometheusRule.job") {
@@ -152,10 +152,10 @@ func TestPrometheusRuleNeedsSelfMetrics(t *testing.T) {
 	}
 }
 
-// TestDashboard: the dashboard JSON in the ConfigMap is the chart's file,
+// TestVerifyDashboard: the dashboard JSON in the ConfigMap is the chart's file,
 // loads, has panels, every panel but a row has a datasource and targets,
 // panel ids are unique, and every query parses and names known series.
-func TestDashboard(t *testing.T) {
+func TestVerifyDashboard(t *testing.T) {
 	helm := helmBinary(t)
 	b, err := monitoring.DashboardJSON(renderObjects(t, helm))
 	if err != nil {
@@ -219,12 +219,12 @@ func TestDashboard(t *testing.T) {
 	checkSeriesKnown(t, queries)
 }
 
-// TestPrometheusRule: the rendered PrometheusRule's spec loads as a rules
+// TestVerifyPrometheusRule: the rendered PrometheusRule's spec loads as a rules
 // file with Prometheus's own rule loading (the checks `promtool check rules`
 // makes), every alert has a for, a severity, a summary, a description and a
 // runbook_url whose anchor is a heading of docs/operations.md, and every
 // expression names known series.
-func TestPrometheusRule(t *testing.T) {
+func TestVerifyPrometheusRule(t *testing.T) {
 	helm := helmBinary(t)
 	for _, tc := range []struct {
 		name string
@@ -301,9 +301,9 @@ func operationsAnchors(t *testing.T) map[string]bool {
 	return out
 }
 
-// TestExpandRefusesUnknownVariables: a dashboard query with a variable the
+// TestVerifyExpandRefusesUnknownVariables: a dashboard query with a variable the
 // checks do not know fails them rather than parsing by luck.
-func TestExpandRefusesUnknownVariables(t *testing.T) {
+func TestVerifyExpandRefusesUnknownVariables(t *testing.T) {
 	for _, tc := range []struct {
 		expr    string
 		want    string
@@ -321,10 +321,10 @@ func TestExpandRefusesUnknownVariables(t *testing.T) {
 	}
 }
 
-// TestSeries: the names a query uses are found through functions,
+// TestVerifySeries: the names a query uses are found through functions,
 // aggregations, binary operators and __name__ matchers; a selector without
 // a name is refused, and so is PromQL that does not parse.
-func TestSeries(t *testing.T) {
+func TestVerifySeries(t *testing.T) {
 	p := monitoring.NewParser()
 	for _, tc := range []struct {
 		expr    string
@@ -345,8 +345,8 @@ func TestSeries(t *testing.T) {
 	}
 }
 
-// TestLoadRulesRefuses: the rule loading refuses what promtool refuses.
-func TestLoadRulesRefuses(t *testing.T) {
+// TestVerifyLoadRulesRefuses: the rule loading refuses what promtool refuses.
+func TestVerifyLoadRulesRefuses(t *testing.T) {
 	p := monitoring.NewParser()
 	for name, rules := range map[string]string{
 		"bad PromQL":       "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: sum(rate(x[5m])\n",
@@ -363,11 +363,11 @@ func TestLoadRulesRefuses(t *testing.T) {
 	}
 }
 
-// TestOtherSeriesDocumented: the model servers' and the gpu-agent's series
+// TestVerifyOtherSeriesDocumented: the model servers' and the gpu-agent's series
 // in monitoring.OtherSeries are the ones the docs name (docs/metrics.md's
 // source series by server, docs/gpu-agent.md's page), so that the list
 // cannot drift from what the adapter reads.
-func TestOtherSeriesDocumented(t *testing.T) {
+func TestVerifyOtherSeriesDocumented(t *testing.T) {
 	docs := map[monitoring.Source]string{
 		monitoring.SourceModelServer: "../../docs/metrics.md",
 		monitoring.SourceGPUAgent:    "../../docs/gpu-agent.md",

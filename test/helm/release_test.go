@@ -56,11 +56,11 @@ func containerImage(t *testing.T, objs []object, kind string) string {
 	return str(c, "image")
 }
 
-// TestStampChart stamps a copy of the chart the way the release workflow
+// TestVerifyStampChart stamps a copy of the chart the way the release workflow
 // does and checks what a user of the released chart gets: the chart's version
 // and appVersion, the adapter's and the gpu-agent's images (repository and
 // tag), a chart that lints, and the package name `helm push` uploads.
-func TestStampChart(t *testing.T) {
+func TestVerifyStampChart(t *testing.T) {
 	helm := helmBinary(t)
 	tests := []struct {
 		name, tag, registry string
@@ -133,10 +133,10 @@ func TestStampChart(t *testing.T) {
 	}
 }
 
-// TestStampChartRefuses checks that a tag that is not a release version, or a
+// TestVerifyStampChartRefuses checks that a tag that is not a release version, or a
 // registry that is not an image repository prefix, fails the release before
 // anything is pushed and leaves the chart as it was.
-func TestStampChartRefuses(t *testing.T) {
+func TestVerifyStampChartRefuses(t *testing.T) {
 	tests := []struct {
 		name     string
 		args     []string // the script's arguments; "CHART" stands for the copy's path
