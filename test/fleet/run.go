@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
-	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
@@ -38,7 +37,7 @@ func podName(i int) string { return fmt.Sprintf("fleet-%05d", i) }
 
 // env is what run starts.
 type env struct {
-	dir     string
+	run     *framework.RunDir
 	cp      *framework.ControlPlane
 	fleet   fleets
 	procs   []*framework.Process
@@ -60,29 +59,12 @@ type env struct {
 // run sets everything up, measures, prints the table and tears down.
 func run(ctx context.Context, o options, out io.Writer) (err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(out, "fleet: "+format+"\n", args...) }
-	dir, err := os.MkdirTemp("", "ima-fleet-")
+	rd, err := framework.NewRunDir("fleet")
 	if err != nil {
-		return fmt.Errorf("create run directory: %w", err)
-	}
-	logFile, err := os.Create(filepath.Join(dir, "fleet.log"))
-	if err != nil {
-		return fmt.Errorf("create log: %w", err)
-	}
-	defer logFile.Close()
-	if err := framework.LogTo(logFile); err != nil {
 		return err
 	}
-	defer klog.Flush()
-
-	e := &env{dir: dir}
-	defer func() {
-		err = errors.Join(err, e.teardown(say))
-		if err != nil || o.keep {
-			say("files kept in %s (process logs in %s/logs)", dir, dir)
-		} else if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove %s: %w", dir, rerr))
-		}
-	}()
+	e := &env{run: rd}
+	defer func() { err = rd.Close(err, o.keep, func() error { return e.teardown(say) }, say) }()
 	start := time.Now()
 	if err := e.setup(ctx, o, say); err != nil {
 		return err
@@ -104,11 +86,7 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 		return err
 	}
 	say("building the adapter; starting etcd, kube-apiserver and kube-controller-manager from %s", o.binDir)
-	bin := filepath.Join(e.dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", bin, err)
-	}
-	adapterBin, err := framework.BuildCommand(ctx, root, bin, framework.ComponentAdapter)
+	adapterBin, err := e.run.Build(ctx, framework.ComponentAdapter)
 	if err != nil {
 		return err
 	}
@@ -124,7 +102,7 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 			return err
 		}
 	}
-	if e.cp, err = framework.StartControlPlane(ctx, o.binDir, e.dir); err != nil {
+	if e.cp, err = framework.StartControlPlane(ctx, o.binDir, e.run.Dir); err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
 	cfg := *e.cp.Config

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -53,7 +51,7 @@ const poolSize = 249
 
 // env is what the soak starts.
 type env struct {
-	dir      string
+	run      *framework.RunDir
 	cp       *framework.ControlPlane
 	adapters *framework.AdapterReplicas
 	pods     *podServer
@@ -65,20 +63,12 @@ type env struct {
 // setup builds the adapter, starts the control plane, the pod server and
 // two adapter replicas behind one APIService.
 func (e *env) setup(ctx context.Context, binDir string, say func(string, ...any)) error {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return err
-	}
 	say("building the adapter; starting etcd, kube-apiserver and kube-controller-manager from %s", binDir)
-	bin := filepath.Join(e.dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", bin, err)
-	}
-	adapterBin, err := framework.BuildCommand(ctx, root, bin, framework.ComponentAdapter)
+	adapterBin, err := e.run.Build(ctx, framework.ComponentAdapter)
 	if err != nil {
 		return err
 	}
-	if e.cp, err = framework.StartControlPlane(ctx, binDir, e.dir); err != nil {
+	if e.cp, err = framework.StartControlPlane(ctx, binDir, e.run.Dir); err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
 	cfg := *e.cp.Config

@@ -34,13 +34,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
 	"time"
-
-	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
@@ -85,28 +82,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	say := func(format string, args ...any) {
 		fmt.Fprintf(out, "soak %6.1fs: %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}
-	dir, err := os.MkdirTemp("", "ima-soak-")
+	rd, err := framework.NewRunDir("soak")
 	if err != nil {
-		return fmt.Errorf("create run directory: %w", err)
-	}
-	logFile, err := os.Create(filepath.Join(dir, "soak.log"))
-	if err != nil {
-		return fmt.Errorf("create log: %w", err)
-	}
-	defer logFile.Close()
-	if err := framework.LogTo(logFile); err != nil {
 		return err
 	}
-	defer klog.Flush()
-	e := &env{dir: dir}
-	defer func() {
-		err = errors.Join(err, e.teardown(say))
-		if err != nil || o.keep {
-			say("files kept in %s (process logs in %s/logs)", dir, dir)
-		} else if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove %s: %w", dir, rerr))
-		}
-	}()
+	e := &env{run: rd}
+	defer func() { err = rd.Close(err, o.keep, func() error { return e.teardown(say) }, say) }()
 	if err := e.setup(ctx, o.binDir, say); err != nil {
 		return err
 	}
