@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/gpu-agent/app"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
@@ -63,7 +65,7 @@ func record(t *testing.T, name, text string) {
 
 // spinning runs the kernel on blocks blocks for d in the background; the
 // returned function waits for it and reports its error.
-func spinning(t *testing.T, g *GPU, blocks int, d time.Duration) (wait func()) {
+func spinning(t *testing.T, g *GPU, blocks int, d time.Duration) (join func()) {
 	t.Helper()
 	if blocks == 0 {
 		return func() {}
@@ -116,8 +118,8 @@ func TestRealNVMLReader(t *testing.T) {
 	}
 	for _, p := range phases {
 		t.Run(p.name, func(t *testing.T) {
-			wait := spinning(t, g, p.blocks, 5*time.Second)
-			defer wait()
+			join := spinning(t, g, p.blocks, 5*time.Second)
+			defer join()
 			// Let NVML's utilization window fill, then take two GPM
 			// samples a second apart inside the kernel's run.
 			time.Sleep(1500 * time.Millisecond)
@@ -197,15 +199,16 @@ func TestRealGPUAgent(t *testing.T) {
 		}
 	}()
 
-	wait := spinning(t, g, 1, 12*time.Second)
-	defer wait()
+	join := spinning(t, g, 1, 12*time.Second)
+	defer join()
 	time.Sleep(2 * time.Second)
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	url := "http://" + cfg.Listener.Addr().String() + "/metrics"
 	var p agentpage.Parser
 	var page []byte
-	for deadline := time.Now().Add(8 * time.Second); ; {
+	var pods []agentpage.PodGPU
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 8*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := client.Get(url)
 		if err != nil {
 			t.Fatal(err)
@@ -215,37 +218,32 @@ func TestRealGPUAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pods, err := p.Parse(page)
-		if err != nil {
+		if pods, err = p.Parse(page); err != nil {
 			t.Fatalf("%v\n%s", err, page)
 		}
-		if len(pods) == 1 && pods[0].Has.Has(catalog.GPUSMActive) {
-			got := pods[0]
-			util, _ := got.Value(catalog.GPUUtilization)
-			sm, _ := got.Value(catalog.GPUSMActive)
-			mem, hasMem := got.Value(catalog.GPUMemoryUsedBytes)
-			t.Logf("pod %s/%s: %d GPU, utilization %.2f, SM activity %.4f, memory used %.0f MiB", got.Namespace, got.Pod, got.GPUs, util, sm, mem/(1<<20))
-			if got.Namespace != "inference" || got.Pod != "vllm-0" || got.GPUs != 1 {
-				t.Errorf("pod %+v, want inference/vllm-0 with 1 GPU", got)
-			}
-			if util < 0.9 {
-				t.Errorf("utilization %.2f while a kernel runs, want >= 0.9", util)
-			}
-			if sm > 0.05 {
-				t.Errorf("SM activity %.4f with one SM of %d busy, want <= 0.05", sm, g.SMs())
-			}
-			if !hasMem || mem <= 0 {
-				t.Errorf("memory used %v (present %v), want > 0 with a CUDA context open", mem, hasMem)
-			}
-			if st := p.Status(); !st.Up || st.Backend != "nvml" {
-				t.Errorf("status %+v, want up on the nvml backend", st)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no SM activity for the pod within 8s; last page:\n%s", page)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(pods) == 1 && pods[0].Has.Has(catalog.GPUSMActive), nil
+	}); err != nil {
+		t.Fatalf("no SM activity for the pod within 8s; last page:\n%s", page)
+	}
+	got := pods[0]
+	util, _ := got.Value(catalog.GPUUtilization)
+	sm, _ := got.Value(catalog.GPUSMActive)
+	mem, hasMem := got.Value(catalog.GPUMemoryUsedBytes)
+	t.Logf("pod %s/%s: %d GPU, utilization %.2f, SM activity %.4f, memory used %.0f MiB", got.Namespace, got.Pod, got.GPUs, util, sm, mem/(1<<20))
+	if got.Namespace != "inference" || got.Pod != "vllm-0" || got.GPUs != 1 {
+		t.Errorf("pod %+v, want inference/vllm-0 with 1 GPU", got)
+	}
+	if util < 0.9 {
+		t.Errorf("utilization %.2f while a kernel runs, want >= 0.9", util)
+	}
+	if sm > 0.05 {
+		t.Errorf("SM activity %.4f with one SM of %d busy, want <= 0.05", sm, g.SMs())
+	}
+	if !hasMem || mem <= 0 {
+		t.Errorf("memory used %v (present %v), want > 0 with a CUDA context open", mem, hasMem)
+	}
+	if st := p.Status(); !st.Up || st.Backend != "nvml" {
+		t.Errorf("status %+v, want up on the nvml backend", st)
 	}
 	record(t, "gpu-agent-page.txt", string(page))
 }

@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -124,15 +125,16 @@ func (tl *timeline) firstAfter(t time.Time, ok func(answer) bool) (time.Time, bo
 // waitFor waits (at most limit) for an answer started at or after t for
 // which ok holds and returns how long after t it started.
 func (tl *timeline) waitFor(ctx context.Context, t time.Time, limit time.Duration, ok func(answer) bool) (time.Duration, bool) {
-	deadline := time.Now().Add(limit)
-	for {
-		if at, found := tl.firstAfter(t, ok); found {
-			return at.Sub(t), true
-		}
-		if time.Now().After(deadline) || !sleep(ctx, askEvery) {
-			return 0, false
-		}
+	var after time.Duration
+	err := wait.PollUntilContextTimeout(ctx, askEvery, limit, true, func(context.Context) (bool, error) {
+		at, found := tl.firstAfter(t, ok)
+		after = at.Sub(t)
+		return found, nil
+	})
+	if err != nil {
+		return 0, false
 	}
+	return after, true
 }
 
 func isHealthy(a answer) bool { return a.healthy }

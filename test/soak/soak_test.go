@@ -203,6 +203,26 @@ func TestJudge(t *testing.T) {
 	})
 }
 
+// TestWaitFor: waitFor finds the first wanted answer started at or after
+// t, including one added while it waits, and gives up after its limit.
+func TestWaitFor(t *testing.T) {
+	t0 := time.Now()
+	tl := &timeline{}
+	tl.add(answer{start: t0.Add(-time.Second), healthy: true})
+	tl.add(answer{start: t0.Add(time.Second)})
+	if _, ok := tl.waitFor(context.Background(), t0, 2*askEvery, isHealthy); ok {
+		t.Fatal("found a healthy answer where none started after t0")
+	}
+	go func() {
+		time.Sleep(askEvery)
+		tl.add(answer{start: t0.Add(3 * time.Second), healthy: true})
+	}()
+	after, ok := tl.waitFor(context.Background(), t0, 10*time.Second, isHealthy)
+	if !ok || after != 3*time.Second {
+		t.Fatalf("waitFor = %v, %v; want 3s, true", after, ok)
+	}
+}
+
 // TestPodServerReusedAddress: a new pod on a released address serves its
 // own value, and the old pod's connections are closed with it.
 func TestPodServerReusedAddress(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
@@ -81,33 +82,30 @@ func TestRunFakeBackend(t *testing.T) {
 
 	base := "http://" + cfg.Listener.Addr().String()
 	var p agentpage.Parser
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var page []byte
+	var pods []agentpage.PodGPU
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
 		// SM activity needs two collections, an interval apart.
-		_, page := get(t, base+"/metrics")
-		pods, err := p.Parse(page)
-		if err != nil {
+		_, page = get(t, base+"/metrics")
+		var err error
+		if pods, err = p.Parse(page); err != nil {
 			t.Fatalf("%v\n%s", err, page)
 		}
-		if len(pods) == 1 && pods[0].Has.Has(catalog.GPUSMActive) {
-			got := pods[0]
-			if got.Namespace != "default" || got.Pod != "vllm-0" || got.GPUs != 2 {
-				t.Errorf("pod %+v", got)
-			}
-			for s, want := range map[catalog.Signal]float64{catalog.GPUUtilization: 1, catalog.GPUSMActive: 0.38, catalog.GPUMemoryUsedBytes: 2 * 72 << 30} {
-				if v, ok := got.Value(s); !ok || v != want {
-					t.Errorf("%s = %v (%v), want %v", s, v, ok, want)
-				}
-			}
-			if st := p.Status(); st != (agentpage.Status{Up: true, Reason: "ok", Backend: "testing-fake-nvml/h100-busy"}) {
-				t.Errorf("status %+v", st)
-			}
-			break
+		return len(pods) == 1 && pods[0].Has.Has(catalog.GPUSMActive), nil
+	}); err != nil {
+		t.Fatalf("no SM activity for the pod within 15s; last page:\n%s", page)
+	}
+	got := pods[0]
+	if got.Namespace != "default" || got.Pod != "vllm-0" || got.GPUs != 2 {
+		t.Errorf("pod %+v", got)
+	}
+	for s, want := range map[catalog.Signal]float64{catalog.GPUUtilization: 1, catalog.GPUSMActive: 0.38, catalog.GPUMemoryUsedBytes: 2 * 72 << 30} {
+		if v, ok := got.Value(s); !ok || v != want {
+			t.Errorf("%s = %v (%v), want %v", s, v, ok, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no SM activity for the pod within 15s; last page:\n%s", page)
-		}
-		time.Sleep(100 * time.Millisecond)
+	}
+	if st := p.Status(); st != (agentpage.Status{Up: true, Reason: "ok", Backend: "testing-fake-nvml/h100-busy"}) {
+		t.Errorf("status %+v", st)
 	}
 	if code, body := get(t, base+"/healthz"); code != 200 {
 		t.Errorf("/healthz %d %s", code, body)
