@@ -36,7 +36,6 @@ import (
 
 	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -226,8 +225,8 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 	// cannot evict the HPAs' demand.
 	ctx = targets.WithPool(provider.WithoutPodNames(ctx), targets.PoolKEDA)
 	var model labels.Selector
-	if set := q.metricLabels(); len(set) > 0 {
-		model = labels.SelectorFromSet(set)
+	if q.model != "" {
+		model = labels.SelectorFromSet(labels.Set{"model_name": q.model})
 	}
 	var v float64
 	switch q.kind {
@@ -241,13 +240,10 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 		v = mv.Value.AsApproximateFloat64()
 	default:
 		sel := q.pods
-		for _, kv := range []struct{ metaKey, label, value string }{{KeyModelName, "model_name", q.model}, {KeyRole, catalog.RoleSelectorLabel, q.role}} {
-			if kv.value == "" {
-				continue
-			}
-			r, err := labels.NewRequirement(kv.label, selection.Equals, []string{kv.value})
+		if q.model != "" {
+			r, err := labels.NewRequirement("model_name", selection.Equals, []string{q.model})
 			if err != nil {
-				return 0, status.Errorf(codes.InvalidArgument, "%s: %v", kv.metaKey, err)
+				return 0, status.Errorf(codes.InvalidArgument, "%s: %v", KeyModelName, err)
 			}
 			sel = sel.Add(*r)
 		}
@@ -284,17 +280,4 @@ func toStatus(ctx context.Context, err error) error {
 	default:
 		return status.Error(codes.Internal, msg)
 	}
-}
-
-// metricLabels is q's metric selector on a workload or Service: its model
-// and its role, where set.
-func (q query) metricLabels() labels.Set {
-	set := labels.Set{}
-	if q.model != "" {
-		set["model_name"] = q.model
-	}
-	if q.role != "" {
-		set[catalog.RoleSelectorLabel] = q.role
-	}
-	return set
 }

@@ -42,6 +42,9 @@ type Config struct {
 	Namespaces         []string
 	DemandTTL          time.Duration
 	FirstScrapeTimeout time.Duration
+	// ServerScrape holds the scheme and auth of --server-config's servers,
+	// by name (targets.Config.ServerScrape).
+	ServerScrape map[string]targets.ScrapeSettings
 	// MaxSelectorsPerNamespace and MaxSelectors bound demand (selectors and
 	// pods asked about) per namespace and in total.
 	MaxSelectorsPerNamespace int
@@ -60,9 +63,6 @@ type Config struct {
 	// KEDAScaler, when its Address is set, serves KEDA's external scaler
 	// API on a port of its own (package kedascaler).
 	KEDAScaler KEDAScalerConfig
-	// RoleLabel is the pod label a role=VALUE metric selector reads
-	// (provider.Config.RoleLabel); empty is provider.DefaultRoleLabel.
-	RoleLabel string
 }
 
 // KEDAScalerConfig says where and how the KEDA external scaler is served.
@@ -152,6 +152,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		AgentSelector:            cfg.GPUAgentSelector,
 		AgentNamespace:           cfg.GPUAgentNamespace,
 		Servers:                  cfg.Scrape.Servers,
+		ServerScrape:             cfg.ServerScrape,
 	}
 	// Agents' pages reach the store only through the gate: an agent speaks
 	// for the pods of its own node, and only while it is a trusted agent.
@@ -167,7 +168,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		}
 	}
 
-	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, RoleLabel: cfg.RoleLabel, Latency: latency},
+	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, Latency: latency},
 		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)

@@ -60,8 +60,6 @@ type Options struct {
 	// AnswerCacheTTL is how long an encoded answer serves identical
 	// questions; 0 disables the answer cache.
 	AnswerCacheTTL time.Duration
-	// RoleLabel is the pod label a role=VALUE metric selector reads.
-	RoleLabel string
 
 	// KEDAScalerAddress serves KEDA's external scaler API there; empty is
 	// off. KEDAScalerClientCAFile requires client certificates it signed;
@@ -94,12 +92,18 @@ type Options struct {
 	MaxSelectorsPerNamespace int
 	MaxSelectors             int
 
+	// ScrapeTLS holds the flags of HTTPS scraping and its credentials
+	// (scrapetls.go).
+	ScrapeTLS ScrapeTLSOptions
+
 	// namespaceFile holds the adapter's own namespace in a pod; read when
 	// POD_NAMESPACE is not set and --gpu-agent-namespace is empty.
 	namespaceFile string
 
 	// servers is the --server-config file as loaded by Validate.
 	servers *parse.Servers
+	// serverScrape is the --server-config file's scheme and auth, by server.
+	serverScrape map[string]targets.ScrapeSettings
 }
 
 // NewOptions returns options holding the defaults; the scrape flags start
@@ -227,7 +231,6 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.NamespaceScrapeConcurrency, "scrape-concurrency-per-namespace", o.NamespaceScrapeConcurrency, "Most background scrapes the pods of one namespace hold at once, so that one namespace's slow or hanging pages cannot take every scrape worker from the others. 0 means half of --scrape-concurrency.")
 	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once; the pods of one namespace hold at most half of them. A pool of their own: they never delay the background scrapes.")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
-	fs.StringVar(&o.RoleLabel, "role-label", defaultRoleLabel, "Pod label whose value a role=VALUE metric selector (role=prefill, role=decode) restricts a question to, for disaggregated prefill/decode serving (docs/disaggregated.md). llm-d labels its pods llm-d.ai/role.")
 	fs.DurationVar(&o.SLOWindow, "slo-window", o.SLOWindow, "Sliding window of the latency percentiles (inference_*_p50/p90/p99_seconds): they cover the requests that finished in the last window, from the servers' histogram bucket deltas. Unset, it is 1m or six --scrape-interval, whichever is longer; set, it must be between two --scrape-interval and 1h.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the latency histograms of the pods it covered parsed for this long.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
@@ -236,6 +239,7 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes. Unset, it is at least --max-selectors-per-namespace.")
 	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods: only DaemonSet pods there are trusted as agents. Empty means the adapter's own namespace (env POD_NAMESPACE, else the service account's namespace file). With --namespaces, this namespace is watched too.")
 	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
+	o.ScrapeTLS.addFlags(fs)
 	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
 	fs.DurationVar(&o.AnswerCacheTTL, "answer-cache-ttl", o.AnswerCacheTTL, "How long an answer is kept and given to callers asking the same question (after each caller's authorization), so that many callers share one computation; never past --max-age of its oldest value. Unset, it is 1s or a quarter of --scrape-interval, whichever is shorter; 0 disables the cache.")
 	fs.StringVar(&o.KEDAScalerAddress, "keda-scaler-address", o.KEDAScalerAddress, "Serve KEDA's external scaler gRPC API (externalscaler.proto) on this host:port, e.g. :9443, for ScaledObjects with an external trigger (docs/keda.md). It uses the API server's serving certificate (--tls-cert-file, or the self-signed one). Empty means off.")
@@ -295,9 +299,6 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--first-scrape-timeout must not be negative, got %s", o.FirstScrapeTimeout))
 	}
 	errs = append(errs, o.validateKEDAScaler()...)
-	if err := validateRoleLabel(o.RoleLabel); err != nil {
-		errs = append(errs, err)
-	}
 	errs = append(errs, o.validateKEDAScalerLimits()...)
 	for _, ns := range o.Namespaces {
 		if strings.TrimSpace(ns) == "" {
@@ -321,12 +322,13 @@ func (o *Options) Validate() error {
 	}
 	o.servers = nil
 	if o.ServerConfig != "" {
-		servers, err := serverconfig.Load(o.ServerConfig)
+		servers, scrapeSettings, err := serverconfig.LoadFile(o.ServerConfig)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--server-config: %w", err))
 		}
-		o.servers = servers
+		o.servers, o.serverScrape = servers, serverScrapeSettings(scrapeSettings)
 	}
+	errs = append(errs, o.ScrapeTLS.validate()...)
 	if errList := o.Adapter.Validate(); len(errList) > 0 {
 		errs = append(errs, errList...)
 	}
@@ -399,9 +401,11 @@ func (o *Options) Config() (*server.Config, error) {
 	servers := o.servers
 	if servers == nil && o.ServerConfig != "" { // Validate was not called
 		var err error
-		if servers, err = serverconfig.Load(o.ServerConfig); err != nil {
+		var settings map[string]serverconfig.Scrape
+		if servers, settings, err = serverconfig.LoadFile(o.ServerConfig); err != nil {
 			return nil, fmt.Errorf("--server-config: %w", err)
 		}
+		o.serverScrape = serverScrapeSettings(settings)
 	}
 	grants, err := kedaGrants(o.KEDAScalerGrants)
 	if err != nil {
@@ -424,7 +428,9 @@ func (o *Options) Config() (*server.Config, error) {
 			Jitter:               scrape.DefaultConfig().Jitter,
 			RequestGzip:          o.ScrapeGzip,
 			Servers:              servers,
+			TLS:                  o.ScrapeTLS.config(),
 		},
+		ServerScrape:       o.serverScrape,
 		MaxAge:             o.MaxAge,
 		SLOWindow:          o.SLOWindow,
 		Namespaces:         namespaces,
@@ -435,7 +441,6 @@ func (o *Options) Config() (*server.Config, error) {
 		EnableExternal:     o.EnableExternal,
 		ShutdownDelay:      o.ShutdownDelay,
 		AnswerCacheTTL:     o.AnswerCacheTTL,
-		RoleLabel:          o.RoleLabel,
 		KEDAScaler: server.KEDAScalerConfig{
 			Address:              o.KEDAScalerAddress,
 			MaxConnections:       o.KEDAScalerMaxConnections,
