@@ -1,6 +1,7 @@
 package answers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/features"
 	testclock "k8s.io/utils/clock/testing"
@@ -141,9 +143,10 @@ func TestCacheCoalescesConcurrentQuestions(t *testing.T) {
 		}()
 	}
 	// Let the callers arrive while the first build is held at the gate.
-	deadline := time.Now().Add(10 * time.Second)
-	for waiting(c, queuePath) < callers-1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return waiting(c, queuePath) >= callers-1, nil
+	}); err != nil {
+		t.Errorf("%d callers waiting on the build after 10s, want %d", waiting(c, queuePath), callers-1)
 	}
 	close(next.gate)
 	wg.Wait()
@@ -182,13 +185,18 @@ func builderAndWaiter(t *testing.T, c *Cache, next *counting) (first, second cha
 	t.Helper()
 	first, second = make(chan *httptest.ResponseRecorder), make(chan *httptest.ResponseRecorder)
 	go func() { first <- get(t, c, queuePath, nil) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for next.calls.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+		return next.calls.Load() > 0, nil
+	}); err != nil {
+		t.Errorf("the first caller's build did not start within 10s (%d handler calls)", next.calls.Load())
 	}
 	go func() { second <- get(t, c, queuePath, nil) }()
-	for waiting(c, queuePath) < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+		return waiting(c, queuePath) >= 1, nil
+	}); err != nil {
+		t.Errorf("%d callers waiting on the build after 10s, want 1", waiting(c, queuePath))
 	}
 	return first, second
 }
