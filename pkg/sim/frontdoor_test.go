@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
@@ -59,12 +61,12 @@ func startFrontDoor(t *testing.T, cfg FrontDoorConfig) (*FrontDoor, string) {
 // waitPending waits (bounded) until f holds want requests.
 func waitPending(t *testing.T, f *FrontDoor, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Pending() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("front door holds %d requests, want %d", f.Pending(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var held int64
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		held = f.Pending()
+		return held == want, nil
+	}); err != nil {
+		t.Fatalf("front door holds %d requests after 10s, want %d", held, want)
 	}
 }
 

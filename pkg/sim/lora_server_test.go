@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
@@ -131,10 +132,10 @@ func TestLoRAServer(t *testing.T) {
 
 	want := []parse.Adapter{{Name: "a", Running: true}, {Name: "b", Waiting: true}}
 	var got []parse.Adapter
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if got, _ = adaptersOnPage(t, base); cmp.Equal(got, want) {
-			return
-		}
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got, _ = adaptersOnPage(t, base)
+		return cmp.Equal(got, want), nil
+	}); err != nil {
+		t.Errorf("adapters on the page after 10s %+v, want %+v", got, want)
 	}
-	t.Errorf("adapters on the page %+v, want %+v", got, want)
 }

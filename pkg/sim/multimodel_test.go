@@ -9,6 +9,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim/simtest"
@@ -122,15 +123,13 @@ func TestTwoModelsMetrics(t *testing.T) {
 
 			var queue, running map[string]float64
 			var mfs map[string]*dto.MetricFamily
-			deadline := time.Now().Add(10 * time.Second)
-			for time.Now().Before(deadline) {
+			// Up to 10s for the page to show beta's requests; the checks
+			// below report the last page's values if it never does.
+			_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 				mfs = scrape(t, base)
 				queue, running = perModel(mfs, tc.queue), perModel(mfs, tc.running)
-				if queue["beta"] == 2 && running["beta"] == 1 {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return queue["beta"] == 2 && running["beta"] == 1, nil
+			})
 			want := map[string][2]float64{"alpha": {0, 0}, "beta": {2, 1}}
 			for model, w := range want {
 				q, qok := queue[model]
