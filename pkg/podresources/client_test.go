@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/wait"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
@@ -80,18 +81,15 @@ func TestClientKubeletLater(t *testing.T) {
 	}
 	defer srv.Close()
 	srv.SetPods(podresourcestest.Pod("ns", "p", "c", "nvidia.com/gpu", "GPU-0"))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := c.List(context.Background())
-		if err == nil {
-			if len(got) != 1 || got[0].Pod != "p" {
-				t.Fatalf("got %+v", got)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("client did not reconnect within 10s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var got []podresources.Allocation
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, last = c.List(ctx)
+		return last == nil, nil
+	}); err != nil {
+		t.Fatalf("client did not reconnect within 10s: %v", last)
+	}
+	if len(got) != 1 || got[0].Pod != "p" {
+		t.Fatalf("got %+v", got)
 	}
 }
