@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 
@@ -381,13 +382,11 @@ func TestCallsOverTheCapAreRefused(t *testing.T) {
 
 	client, _ := s.client(t)
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err = client.IsActive(ctx, busy()); status.Code(err) == codes.ResourceExhausted {
-			break
-		}
-	}
-	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("IsActive with 4 calls in flight: %v, want ResourceExhausted", err)
+	if perr := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err = client.IsActive(ctx, busy())
+		return status.Code(err) == codes.ResourceExhausted, nil
+	}); perr != nil {
+		t.Fatalf("IsActive with 4 calls in flight, for 5s: last %v, want ResourceExhausted", err)
 	}
 	if _, err := client.GetMetrics(ctx, &pb.GetMetricsRequest{ScaledObjectRef: busy(), MetricName: "inference_queue_size"}); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("GetMetrics: %v, want ResourceExhausted", err)
