@@ -400,13 +400,11 @@ func TestCallsOverTheCapAreRefused(t *testing.T) {
 	}
 
 	cancels[0]() // one stream ends: its slot is free
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err = client.IsActive(ctx, busy()); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Errorf("IsActive after a stream ended: %v, want OK", err)
+	if perr := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err = client.IsActive(ctx, busy())
+		return err == nil, nil
+	}); perr != nil {
+		t.Errorf("IsActive after a stream ended, for 5s: last %v, want OK", err)
 	}
 }
 
