@@ -13,9 +13,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 )
 
 // The series read from the page (see docs/gpu-agent.md).
@@ -124,6 +124,9 @@ func (p *Parser) Parse(page []byte) ([]PodGPU, error) {
 			line, page = page[:i], page[i+1:]
 		} else {
 			line, page = page, nil
+		}
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
 		}
 		if len(line) == 0 || line[0] == '#' {
 			continue
@@ -287,8 +290,14 @@ func (p *Parser) str(b []byte) string {
 // The labels scan keeps, by position in Parser.labels.
 var wantedLabels = [...]string{"namespace", "pod", "gpu_uuid", "backend", "reason"}
 
-// scan reads `{labels} value [timestamp]` into p.labels and returns the value.
-// Label values stay slices of the page unless they hold escapes.
+// maxLabelBytes bounds each label value, as pkg/parse bounds a model
+// server's (far above the names, UUIDs and models an agent writes).
+const maxLabelBytes = parse.DefaultMaxLabelValueBytes
+
+// scan reads `{labels} value [timestamp]` into p.labels and returns the
+// value. Label values are read (unquoted, bounded) and the value is read as
+// pkg/parse reads a model server's page; they stay slices of the page unless
+// they hold escapes.
 func (p *Parser) scan(rest []byte) (float64, error) {
 	for i := range p.labels {
 		p.labels[i] = nil
@@ -306,7 +315,13 @@ func (p *Parser) scan(rest []byte) (float64, error) {
 				return 0, errors.New("malformed label")
 			}
 			lname := bytes.TrimSpace(rest[:eq])
-			val, n, err := p.quoted(rest[eq+2:])
+			var val []byte
+			var err error
+			// p.unesc may move when it grows; earlier unescaped labels of
+			// this page keep pointing into the old array, which stays
+			// valid, and Unquote caps each value so that later appends do
+			// not write over it.
+			val, rest, p.unesc, err = parse.Unquote(rest[eq+2:], p.unesc, maxLabelBytes)
 			if err != nil {
 				return 0, err
 			}
@@ -315,7 +330,7 @@ func (p *Parser) scan(rest []byte) (float64, error) {
 					p.labels[i] = val
 				}
 			}
-			rest = bytes.TrimLeft(rest[eq+2+n:], " ")
+			rest = bytes.TrimLeft(rest, " ")
 			if len(rest) > 0 && rest[0] == ',' {
 				rest = rest[1:]
 			} else if len(rest) == 0 || rest[0] != '}' {
@@ -323,59 +338,5 @@ func (p *Parser) scan(rest []byte) (float64, error) {
 			}
 		}
 	}
-	rest = bytes.TrimLeft(rest, " \t")
-	if i := bytes.IndexAny(rest, " \t"); i >= 0 {
-		rest = rest[:i] // drop a timestamp
-	}
-	rest = bytes.TrimRight(rest, "\r")
-	if len(rest) == 0 {
-		return 0, errors.New("no value")
-	}
-	v, err := strconv.ParseFloat(string(rest), 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad value %q", rest)
-	}
-	return v, nil
-}
-
-// quoted reads a label value up to its closing quote and returns it
-// unescaped and the number of bytes consumed, the quote included.
-func (p *Parser) quoted(b []byte) ([]byte, int, error) {
-	end := -1
-	escaped := false
-	for i := 0; i < len(b); i++ {
-		if b[i] == '\\' {
-			escaped = true
-			i++
-			continue
-		}
-		if b[i] == '"' {
-			end = i
-			break
-		}
-	}
-	if end < 0 {
-		return nil, 0, errors.New("unterminated label value")
-	}
-	if !escaped {
-		return b[:end], end + 1, nil
-	}
-	start := len(p.unesc)
-	for i := 0; i < end; i++ {
-		c := b[i]
-		if c == '\\' && i+1 < end {
-			i++
-			switch b[i] {
-			case 'n':
-				c = '\n'
-			default:
-				c = b[i]
-			}
-		}
-		p.unesc = append(p.unesc, c)
-	}
-	// p.unesc may move when it grows; earlier unescaped labels of this page
-	// keep pointing into the old array, which stays valid, and the capped
-	// capacity keeps later appends from writing over them.
-	return p.unesc[start:len(p.unesc):len(p.unesc)], end + 1, nil
+	return parse.ParseValue(rest)
 }

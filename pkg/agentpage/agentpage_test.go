@@ -22,6 +22,7 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/gpuagent"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
 )
@@ -193,7 +194,7 @@ gpu_agent_pod_gpus{namespace="ns2",pod="q"} 4
 	}, {
 		name:    "bad value",
 		page:    "gpu_agent_up{reason=\"ok\"} 1\ngpu_agent_gpu_utilization_ratio{namespace=\"n\",pod=\"p\",gpu_uuid=\"g\"} busy\n",
-		wantErr: `agent page line 2 (gpu_agent_gpu_utilization_ratio): bad value "busy"`,
+		wantErr: `agent page line 2 (gpu_agent_gpu_utilization_ratio): invalid value "busy"`,
 	}, {
 		name:    "ratio out of range",
 		page:    "gpu_agent_up 1\ngpu_agent_gpu_sm_active_ratio{namespace=\"n\",pod=\"p\",gpu_uuid=\"g\"} 38\n",
@@ -201,7 +202,7 @@ gpu_agent_pod_gpus{namespace="ns2",pod="q"} 4
 	}, {
 		name:    "unterminated label",
 		page:    "gpu_agent_up 1\ngpu_agent_pod_gpus{namespace=\"n\",pod=\"p} 1\n",
-		wantErr: "agent page line 2 (gpu_agent_pod_gpus): unterminated label value",
+		wantErr: "agent page line 2 (gpu_agent_pod_gpus): unterminated quoted string",
 	}, {
 		name:    "fractional GPU count",
 		page:    "gpu_agent_up 1\ngpu_agent_pod_gpus{namespace=\"n\",pod=\"p\"} 1.5\n",
@@ -209,7 +210,19 @@ gpu_agent_pod_gpus{namespace="ns2",pod="q"} 4
 	}, {
 		name:    "no value",
 		page:    "gpu_agent_up{backend=\"nvml\"}\n",
-		wantErr: "agent page line 1 (gpu_agent_up): no value",
+		wantErr: "agent page line 1 (gpu_agent_up): missing value",
+	}, {
+		name:    "an escape the text format does not have",
+		page:    "gpu_agent_up 1\ngpu_agent_pod_gpus{namespace=\"n\\x\",pod=\"p\"} 1\n",
+		wantErr: `agent page line 2 (gpu_agent_pod_gpus): invalid escape sequence \"x"`,
+	}, {
+		name:    "text after the timestamp",
+		page:    "gpu_agent_up 1 1700000000000 junk\n",
+		wantErr: `agent page line 1 (gpu_agent_up): unexpected text "junk" after timestamp`,
+	}, {
+		name:    "memory past float64's range is +Inf, refused",
+		page:    "gpu_agent_up 1\ngpu_agent_gpu_memory_used_bytes{gpu_uuid=\"GPU-1\",namespace=\"ns\",pod=\"p\"} 1e400\n",
+		wantErr: "agent page line 2 (gpu_agent_gpu_memory_used_bytes): value +Inf out of range",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -305,4 +318,41 @@ func BenchmarkParse(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A page's label values and values are read as pkg/parse reads a model
+// server's: a label value is bounded, and an error quotes at most a few
+// dozen bytes of the page. The agent page's own scanner once quoted a bad
+// value whole, so one line of a page within the body size limit made an
+// error (and every log line and status that repeats it) megabytes long.
+func TestParseBoundsLabelsAndErrorText(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	tests := []struct {
+		name    string
+		page    string
+		wantErr string
+		limit   bool // the error is parse.ErrLimit
+	}{
+		{"a megabyte value", "gpu_agent_up " + long + "\n", `agent page line 1 (gpu_agent_up): invalid value "xxxxxxxx`, false},
+		{"a megabyte timestamp", "gpu_agent_up 1 " + long + "\n", `agent page line 1 (gpu_agent_up): invalid timestamp "xxxxxxxx`, false},
+		{"a megabyte label value", "gpu_agent_up{reason=\"" + long + "\"} 1\n", "agent page line 1 (gpu_agent_up): label value longer than 1024 bytes", true},
+		{"a megabyte escaped label value", "gpu_agent_up{reason=\"\\n" + long + "\"} 1\n", "agent page line 1 (gpu_agent_up): label value longer than 1024 bytes", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := agentpage.Parse([]byte(tt.page))
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) || len(err.Error()) > 200 {
+				t.Fatalf("error %.300q, want one of at most 200 bytes starting %q", err, tt.wantErr)
+			}
+			if got := errors.Is(err, parse.ErrLimit); got != tt.limit {
+				t.Errorf("errors.Is(err, parse.ErrLimit) = %v, want %v", got, tt.limit)
+			}
+		})
+	}
+	// A label value at the bound is read, escapes and all.
+	name := strings.Repeat("a", 1023) + `\n`
+	got, err := agentpage.Parse([]byte("gpu_agent_up 1\ngpu_agent_pod_gpus{namespace=\"" + name + "\",pod=\"p\"} 1\n"))
+	if want := strings.Repeat("a", 1023) + "\n"; err != nil || len(got) != 1 || got[0].Namespace != want {
+		t.Fatalf("a 1024-byte namespace: %v, %v", got, err)
+	}
 }

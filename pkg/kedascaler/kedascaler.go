@@ -36,6 +36,7 @@ import (
 
 	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -225,8 +226,8 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 	// cannot evict the HPAs' demand.
 	ctx = targets.WithPool(provider.WithoutPodNames(ctx), targets.PoolKEDA)
 	var model labels.Selector
-	if q.model != "" {
-		model = labels.SelectorFromSet(labels.Set{"model_name": q.model})
+	if set := q.metricLabels(); len(set) > 0 {
+		model = labels.SelectorFromSet(set)
 	}
 	var v float64
 	switch q.kind {
@@ -240,10 +241,13 @@ func (s *Scaler) read(ctx context.Context, q query) (float64, error) {
 		v = mv.Value.AsApproximateFloat64()
 	default:
 		sel := q.pods
-		if q.model != "" {
-			r, err := labels.NewRequirement("model_name", selection.Equals, []string{q.model})
+		for _, kv := range []struct{ metaKey, label, value string }{{KeyModelName, "model_name", q.model}, {KeyRole, catalog.RoleSelectorLabel, q.role}} {
+			if kv.value == "" {
+				continue
+			}
+			r, err := labels.NewRequirement(kv.label, selection.Equals, []string{kv.value})
 			if err != nil {
-				return 0, status.Errorf(codes.InvalidArgument, "%s: %v", KeyModelName, err)
+				return 0, status.Errorf(codes.InvalidArgument, "%s: %v", kv.metaKey, err)
 			}
 			sel = sel.Add(*r)
 		}
@@ -280,4 +284,17 @@ func toStatus(ctx context.Context, err error) error {
 	default:
 		return status.Error(codes.Internal, msg)
 	}
+}
+
+// metricLabels is q's metric selector on a workload or Service: its model
+// and its role, where set.
+func (q query) metricLabels() labels.Set {
+	set := labels.Set{}
+	if q.model != "" {
+		set["model_name"] = q.model
+	}
+	if q.role != "" {
+		set[catalog.RoleSelectorLabel] = q.role
+	}
+	return set
 }

@@ -201,12 +201,23 @@ func deployment(ns, name string, lbls map[string]string) *appsv1.Deployment {
 	}
 }
 
-// frontDoorPage is a Gateway API Inference Extension endpoint picker's page
-// holding held requests in its flow-control queue.
+// frontDoorPage is llm-d's endpoint picker's page holding held requests in
+// its flow-control queue, with 3 requests in flight and a pool saturation
+// of 0.5, under the current names and (with other values, which must not
+// count) the deprecated ones.
 func frontDoorPage(held int) string {
-	return fmt.Sprintf(`# HELP inference_extension_flow_control_queue_size Current number of requests being actively managed by the EPP flow control layer.
-# TYPE inference_extension_flow_control_queue_size gauge
-inference_extension_flow_control_queue_size{fairness_id="default",inference_pool="pool",model_name="m",priority="0",target_model_name="m"} %d
+	return fmt.Sprintf(`# TYPE inference_extension_flow_control_queue_size gauge
+inference_extension_flow_control_queue_size{fairness_id="default",inference_pool="pool",model_name="m",priority="0",target_model_name="m"} 99
+# TYPE inference_objective_running_requests gauge
+inference_objective_running_requests{model_name="m"} 99
+# TYPE inference_extension_flow_control_pool_saturation gauge
+inference_extension_flow_control_pool_saturation{inference_pool="pool"} 0.99
+# TYPE llm_d_epp_flow_control_queue_size gauge
+llm_d_epp_flow_control_queue_size{fairness_id="default",inference_pool="pool",model_name="m",priority="0",target_model_name="m"} %d
+# TYPE llm_d_epp_request_running gauge
+llm_d_epp_request_running{fairness_id="default",model_name="m",priority="0",target_model_name="m"} 3
+# TYPE llm_d_epp_flow_control_pool_saturation gauge
+llm_d_epp_flow_control_pool_saturation{inference_pool="pool",stage="effective"} 0.5
 `, held)
 }
 
@@ -231,7 +242,10 @@ func fleetScalerWith(t *testing.T, cfg kedascaler.Config) *kedascaler.Scaler {
 		{ns: "team-a", name: "o1", labels: map[string]string{"app": "old"}, page: vllmPage(6, 1, 0.1), stale: true},
 		{ns: "team-b", name: "b1", labels: llm, page: vllmPage(9, 8, 0.75), scraped: true},
 		{ns: "team-a", name: "fd1", labels: map[string]string{"app": "router"}, annotations: map[string]string{"inference-metrics-adapter/front-door-for": "asleep"}, page: frontDoorPage(6), scraped: true},
+		{ns: "team-a", name: "pd-prefill", labels: map[string]string{"app": "pd", "llm-d.ai/role": "prefill"}, page: vllmPage(2, 1, 0.1), scraped: true},
+		{ns: "team-a", name: "pd-decode", labels: map[string]string{"app": "pd", "llm-d.ai/role": "decode"}, page: vllmPage(5, 8, 0.9), scraped: true},
 	}, []*appsv1.Deployment{
+		deployment("team-a", "pd", map[string]string{"app": "pd"}),
 		deployment("team-a", "llm", llm),
 		deployment("team-a", "quiet", map[string]string{"app": "quiet"}),
 		deployment("team-a", "cold", map[string]string{"app": "cold"}),
@@ -285,6 +299,14 @@ func TestGetMetricsAndIsActive(t *testing.T) {
 		{name: "service front door held requests", ns: "team-a", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "10", "service", "asleep"), want: 6, wantActive: true},
 		{name: "service without a front door is not zero", ns: "team-a", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "10", "service", "llm"), wantCode: codes.NotFound},
 		{name: "team-b cannot read team-a's front door", ns: "team-b", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "10", "service", "asleep"), wantCode: codes.NotFound},
+		{name: "service front door in-flight requests (current name)", ns: "team-a", md: md("metricName", "inference_front_door_running_requests", "targetValue", "10", "service", "asleep"), want: 3, wantActive: true},
+		{name: "service front door pool saturation (current name)", ns: "team-a", md: md("metricName", "inference_front_door_pool_saturation", "targetValue", "0.8", "service", "asleep"), want: 0.5, wantActive: true},
+		// Disaggregated prefill/decode: one Deployment, each role asked apart.
+		{name: "prefill's waiting requests", ns: "team-a", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd", "role", "prefill"), want: 2, wantActive: true},
+		{name: "decode's running requests", ns: "team-a", md: md("metricName", "inference_batch_size", "targetValue", "5", "deployment", "pd", "role", "decode"), want: 8, wantActive: true},
+		{name: "both roles without one", ns: "team-a", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd"), want: 7, wantActive: true},
+		{name: "a role by pod selector", ns: "team-a", md: md("metricName", "inference_kv_cache_usage", "targetValue", "0.8", "podSelector", "app=pd", "role", "prefill"), want: 0.1, wantActive: true},
+		{name: "a role no pod has", ns: "team-a", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd", "role", "encode"), wantCode: codes.NotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -385,6 +407,10 @@ func TestMetadataValidation(t *testing.T) {
 		{name: "demand per replica by selector", md: md("metricName", "inference_demand_per_replica", "targetValue", "5", "podSelector", "app=llm"), wantMsg: "Deployment or StatefulSet"},
 		{name: "model on a service", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "service", "asleep", "modelName", "m"), wantMsg: "does not apply"},
 		{name: "bad service name", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "service", "Asleep!"), wantMsg: "not a valid name"},
+		{name: "bad role", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd", "role", "pre fill"), wantMsg: "role"},
+		{name: "empty role", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd", "role", ""), wantMsg: "role"},
+		{name: "role on a service", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "service", "asleep", "role", "prefill"), wantMsg: "does not apply"},
+		{name: "front-door saturation on a deployment", md: md("metricName", "inference_front_door_pool_saturation", "targetValue", "5", "deployment", "llm"), wantMsg: "served on a Service"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,13 +24,17 @@ const (
 	KeyStatefulSet           = "statefulSet"
 	KeyService               = "service"
 	KeyModelName             = "modelName"
+	// KeyRole restricts the question to the pods of one role of a
+	// disaggregated deployment (prefill, decode): the metric selector's
+	// role=VALUE (docs/disaggregated.md).
+	KeyRole = "role"
 )
 
 // kedaKeys are KEDA's own keys of an external trigger, which KEDA passes in
 // the metadata too: they are allowed and ignored.
 var kedaKeys = []string{"scalerAddress", "enableTLS", "unsafeSsl"}
 
-var ownKeys = []string{KeyMetricName, KeyTargetValue, KeyActivationTargetValue, KeyPodSelector, KeyDeployment, KeyStatefulSet, KeyService, KeyModelName}
+var ownKeys = []string{KeyMetricName, KeyTargetValue, KeyActivationTargetValue, KeyPodSelector, KeyDeployment, KeyStatefulSet, KeyService, KeyModelName, KeyRole}
 
 // workloadKeys name what a trigger measures; exactly one is set.
 var workloadKeys = []string{KeyPodSelector, KeyDeployment, KeyStatefulSet, KeyService}
@@ -63,6 +67,7 @@ type query struct {
 	name       string          // the Deployment, StatefulSet or Service
 	pods       labels.Selector // kindPods: the pod selector
 	model      string          // empty: every model
+	role       string          // empty: every pod, whatever its role
 }
 
 // parseQuery validates a ScaledObjectRef's namespace and metadata. Its
@@ -84,7 +89,7 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 	}
 
 	q.metric = vals[KeyMetricName]
-	if _, ok := catalog.ByName(q.metric); !ok && q.metric != catalog.FrontDoorPendingRequests && q.metric != catalog.DemandPerReplica {
+	if _, ok := catalog.ByName(q.metric); !ok && !catalog.IsFrontDoorMetric(q.metric) && q.metric != catalog.DemandPerReplica {
 		if q.metric == "" {
 			return q, fmt.Errorf("%s is required: one of %s", KeyMetricName, servedNames())
 		}
@@ -125,10 +130,10 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 
 	// The metrics served on one kind of object only.
 	switch {
-	case q.metric == catalog.FrontDoorPendingRequests && q.kind != kindService:
+	case catalog.IsFrontDoorMetric(q.metric) && q.kind != kindService:
 		return q, fmt.Errorf("%s is served on a Service (the one its front door's pods name): set %s, not %s", q.metric, KeyService, set[0])
-	case q.metric != catalog.FrontDoorPendingRequests && q.kind == kindService:
-		return q, fmt.Errorf("a %s serves only %s (its front door's held requests), not %s", KeyService, catalog.FrontDoorPendingRequests, q.metric)
+	case !catalog.IsFrontDoorMetric(q.metric) && q.kind == kindService:
+		return q, fmt.Errorf("a %s serves only %s (its front door's held requests, requests in flight and pool saturation), not %s", KeyService, strings.Join(catalog.FrontDoorMetrics(), ", "), q.metric)
 	case q.metric == catalog.DemandPerReplica && q.kind != kindDeployment && q.kind != kindStatefulSet:
 		return q, fmt.Errorf("%s is served on a Deployment or StatefulSet: set %s or %s, not %s", q.metric, KeyDeployment, KeyStatefulSet, set[0])
 	}
@@ -141,6 +146,15 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 			return q, fmt.Errorf("%s %q must be usable as a label value, as in an HPA's metric selector (serve the model under such a name, e.g. with vLLM's --served-model-name): %s", KeyModelName, m, strings.Join(errs, "; "))
 		}
 		q.model = m
+	}
+	if r, ok := vals[KeyRole]; ok {
+		if q.kind == kindService {
+			return q, fmt.Errorf("%s does not apply to a %s: a front door's metrics are not per role", KeyRole, KeyService)
+		}
+		if errs := validation.IsValidLabelValue(r); r == "" || len(errs) > 0 {
+			return q, fmt.Errorf("%s %q must be a label value (1 to 63 letters, digits, '-', '_' or '.'), the value of the pods' role label, e.g. prefill or decode: %s", KeyRole, r, strings.Join(errs, "; "))
+		}
+		q.role = r
 	}
 	return q, nil
 }
@@ -225,6 +239,9 @@ func servedNames() string {
 	for _, s := range catalog.All() {
 		names = append(names, s.Name())
 	}
-	names = append(names, catalog.DemandPerReplica+" (deployment or statefulSet)", catalog.FrontDoorPendingRequests+" (service)")
+	names = append(names, catalog.DemandPerReplica+" (deployment or statefulSet)")
+	for _, m := range catalog.FrontDoorMetrics() {
+		names = append(names, m+" (service)")
+	}
 	return strings.Join(names, ", ")
 }

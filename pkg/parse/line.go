@@ -124,16 +124,27 @@ func (p *Parser) unquote(s []byte, buf *[]byte, what string) (val, rest []byte, 
 		}
 		return s[:end], s[end+1:], ""
 	}
-	b := (*buf)[:0]
-	defer func() { *buf = b }()
+	var over bool
+	val, rest, *buf, msg, over = unescape(s, (*buf)[:0], limit, what)
+	p.over = p.over || over
+	return val, rest, msg
+}
+
+// unescape reads a quoted string that holds an escape; s starts just after
+// the opening quote. It appends the unescaped value to b, growing b to at
+// most limit bytes past its length, and returns it (capped, so that later
+// appends to b leave it alone), the text after the closing quote, b, and an
+// error message or "" (over: the value is over limit bytes).
+func unescape(s, b []byte, limit int, what string) (val, rest, _ []byte, msg string, over bool) {
+	start := len(b)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch c {
 		case '"':
-			return b, s[i+1:], ""
+			return b[start:len(b):len(b)], s[i+1:], b, "", false
 		case '\\':
 			if i+1 == len(s) {
-				return nil, nil, "unterminated quoted string"
+				return nil, nil, b, "unterminated quoted string", false
 			}
 			i++
 			switch s[i] {
@@ -142,19 +153,59 @@ func (p *Parser) unquote(s []byte, buf *[]byte, what string) (val, rest []byte, 
 			case '\\', '"':
 				c = s[i]
 			default:
-				return nil, nil, fmt.Sprintf("invalid escape sequence \\%s", quoteCut(s[i:i+1]))
+				return nil, nil, b, fmt.Sprintf("invalid escape sequence \\%s", quoteCut(s[i:i+1])), false
 			}
 		}
-		if len(b) == limit {
-			p.over = true
-			return nil, nil, overMsg(what, limit)
+		if len(b)-start == limit {
+			return nil, nil, b, overMsg(what, limit), true
 		}
-		b = appendCapped(b, c, limit)
+		b = appendCapped(b, c, start+limit)
 	}
-	return nil, nil, "unterminated quoted string"
+	return nil, nil, b, "unterminated quoted string", false
 }
 
-// appendCapped appends c to b (len(b) < limit), growing b to at most limit.
+// Unquote reads a label value as the text format quotes it (escapes \\,
+// \" and \n); s starts just after the opening quote. It returns the value,
+// the text after the closing quote, and buf: a value without escapes is a
+// slice of s, one with escapes is unescaped onto the end of buf, capped so
+// that later appends to buf leave it alone. A value over limit bytes is an
+// error wrapping ErrLimit. It is the Parser's own label reading, for other
+// readers of pages in the text format (pkg/agentpage).
+func Unquote(s, buf []byte, limit int) (val, rest, _ []byte, err error) {
+	end := bytes.IndexByte(s, '"')
+	if end < 0 {
+		return nil, nil, buf, errors.New("unterminated quoted string")
+	}
+	if bytes.IndexByte(s[:end], '\\') < 0 {
+		if end > limit {
+			return nil, nil, buf, fmt.Errorf("%s: %w", overMsg("label value", limit), ErrLimit)
+		}
+		return s[:end], s[end+1:], buf, nil
+	}
+	val, rest, buf, msg, over := unescape(s, buf, limit, "label value")
+	switch {
+	case over:
+		return nil, nil, buf, fmt.Errorf("%s: %w", msg, ErrLimit)
+	case msg != "":
+		return nil, nil, buf, errors.New(msg)
+	}
+	return val, rest, buf, nil
+}
+
+// ParseValue reads a sample's "value [timestamp]" as the Parser does: the
+// value may be NaN, ±Inf, or out of float64's range (then ±Inf); an error
+// quotes at most a few dozen bytes of the text. For other readers of pages
+// in the text format (pkg/agentpage).
+func ParseValue(s []byte) (float64, error) {
+	v, msg := parseValue(s)
+	if msg != "" {
+		return 0, errors.New(msg)
+	}
+	return v, nil
+}
+
+// appendCapped appends c to b (len(b) < limit), growing b to at most limit
+// bytes.
 func appendCapped(b []byte, c byte, limit int) []byte {
 	if len(b) == cap(b) {
 		nb := make([]byte, len(b), min(max(2*cap(b), 64), limit))

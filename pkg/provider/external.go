@@ -78,7 +78,12 @@ func (e External) GetExternalMetric(ctx context.Context, namespace string, metri
 	if err := checkSelectors(info.Metric, nil, metricSelector); err != nil {
 		return nil, err
 	}
+	p, err := p.forRole(cinfo, metricSelector) // role.go: role=VALUE reads that role's pods only
+	if err != nil {
+		return nil, err
+	}
 	podSel, modelSel := splitSelector(metricSelector)
+	podSel = withoutKey(podSel, catalog.RoleSelectorLabel) // a role, not a pod label
 	if targets.SelectsWholeNamespace(podSel) {
 		return nil, badRequest(fmt.Sprintf("external metric %s needs a metric selector that picks pods by a label they have (e.g. app=llm); model_name alone, or negations only (!x, x!=y, x notin (...)), would sum a whole namespace", info.Metric))
 	}

@@ -63,6 +63,9 @@ type Config struct {
 	// KEDAScaler, when its Address is set, serves KEDA's external scaler
 	// API on a port of its own (package kedascaler).
 	KEDAScaler KEDAScalerConfig
+	// RoleLabel is the pod label a role=VALUE metric selector reads
+	// (provider.Config.RoleLabel); empty is provider.DefaultRoleLabel.
+	RoleLabel string
 }
 
 // KEDAScalerConfig says where and how the KEDA external scaler is served.
@@ -168,7 +171,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		}
 	}
 
-	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, Latency: latency},
+	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, RoleLabel: cfg.RoleLabel, Latency: latency},
 		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)

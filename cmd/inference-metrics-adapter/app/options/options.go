@@ -60,6 +60,8 @@ type Options struct {
 	// AnswerCacheTTL is how long an encoded answer serves identical
 	// questions; 0 disables the answer cache.
 	AnswerCacheTTL time.Duration
+	// RoleLabel is the pod label a role=VALUE metric selector reads.
+	RoleLabel string
 
 	// KEDAScalerAddress serves KEDA's external scaler API there; empty is
 	// off. KEDAScalerClientCAFile requires client certificates it signed;
@@ -231,6 +233,7 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.NamespaceScrapeConcurrency, "scrape-concurrency-per-namespace", o.NamespaceScrapeConcurrency, "Most background scrapes the pods of one namespace hold at once, so that one namespace's slow or hanging pages cannot take every scrape worker from the others. 0 means half of --scrape-concurrency.")
 	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once; the pods of one namespace hold at most half of them. A pool of their own: they never delay the background scrapes.")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
+	fs.StringVar(&o.RoleLabel, "role-label", defaultRoleLabel, "Pod label whose value a role=VALUE metric selector (role=prefill, role=decode) restricts a question to, for disaggregated prefill/decode serving (docs/disaggregated.md). llm-d labels its pods llm-d.ai/role.")
 	fs.DurationVar(&o.SLOWindow, "slo-window", o.SLOWindow, "Sliding window of the latency percentiles (inference_*_p50/p90/p99_seconds): they cover the requests that finished in the last window, from the servers' histogram bucket deltas. Unset, it is 1m or six --scrape-interval, whichever is longer; set, it must be between two --scrape-interval and 1h.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the latency histograms of the pods it covered parsed for this long.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
@@ -299,6 +302,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--first-scrape-timeout must not be negative, got %s", o.FirstScrapeTimeout))
 	}
 	errs = append(errs, o.validateKEDAScaler()...)
+	if err := validateRoleLabel(o.RoleLabel); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, o.validateKEDAScalerLimits()...)
 	for _, ns := range o.Namespaces {
 		if strings.TrimSpace(ns) == "" {
@@ -441,6 +447,7 @@ func (o *Options) Config() (*server.Config, error) {
 		EnableExternal:     o.EnableExternal,
 		ShutdownDelay:      o.ShutdownDelay,
 		AnswerCacheTTL:     o.AnswerCacheTTL,
+		RoleLabel:          o.RoleLabel,
 		KEDAScaler: server.KEDAScalerConfig{
 			Address:              o.KEDAScalerAddress,
 			MaxConnections:       o.KEDAScalerMaxConnections,
