@@ -18,8 +18,8 @@ const (
 	TritonTRTLLM
 	JetStream
 	// GIEEPP is the Gateway API Inference Extension's endpoint picker (and
-	// llm-d's, which still exports the same name): a front door whose
-	// flow-control queue holds requests not yet dispatched.
+	// llm-d's, which exports renamed gauges beside the deprecated names): a
+	// front door whose flow-control queue holds requests not yet dispatched.
 	GIEEPP
 	// FrontDoor is any router or proxy that publishes the requests it holds
 	// as the gauge inference_front_door_pending_requests.
