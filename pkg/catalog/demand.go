@@ -9,3 +9,18 @@ const DemandPerReplica = "inference_demand_per_replica"
 
 // DemandPerReplicaUnit is its unit, as docs/metrics.md gives it.
 const DemandPerReplicaUnit = "requests per replica"
+
+// DemandForecastPerReplica is the anticipating companion of
+// DemandPerReplica, served on deployments and statefulsets: the demand the
+// workload is forecast to have within one model-load time (from the
+// adapter's own history of its demand, package forecast), divided by its
+// Ready plus starting replicas. A metric selector label ForecastMethodLabel picks
+// the estimator.
+const DemandForecastPerReplica = "inference_demand_forecast_per_replica"
+
+// DemandForecastPerReplicaUnit is its unit, as docs/metrics.md gives it.
+const DemandForecastPerReplicaUnit = "requests per replica"
+
+// ForecastMethodLabel is the metric selector label that picks the forecast's
+// estimator (envelope, holt or staffing).
+const ForecastMethodLabel = "method"

@@ -15,3 +15,18 @@ func TestDemandPerReplicaIsNoPodSignal(t *testing.T) {
 		t.Errorf("%s is also a pod signal", DemandPerReplica)
 	}
 }
+
+// TestDemandForecastPerReplicaDocumented fails when docs/metrics.md's
+// section on workload-only metrics has no row for DemandForecastPerReplica
+// with its unit.
+func TestDemandForecastPerReplicaDocumented(t *testing.T) {
+	checkDocumentedUnit(t, "Served on workloads only: demand per replica", DemandForecastPerReplica, DemandForecastPerReplicaUnit)
+}
+
+// TestDemandForecastPerReplicaIsNoPodSignal: the forecast's name is not
+// also a pod signal's.
+func TestDemandForecastPerReplicaIsNoPodSignal(t *testing.T) {
+	if _, dup := ByName(DemandForecastPerReplica); dup {
+		t.Errorf("%s is also a pod signal", DemandForecastPerReplica)
+	}
+}

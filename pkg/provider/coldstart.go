@@ -97,23 +97,13 @@ func (p *Provider) podDemand(pod *corev1.Pod, match store.ModelMatcher, now time
 // starting, the demand waits in front of the pods, unmeasured, so the value
 // is unknown rather than 0. With want false the question creates no demand.
 func (p *Provider) demandPerReplicaValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, match store.ModelMatcher, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
-	pods, err := p.list.Pods.Pods(name.Namespace).List(sel)
+	r, _, why, err := p.workloadDemand(ctx, k, name, sel, match, selectorKey(metricSelector), want)
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
+		return nil, err
 	}
-	if want {
-		p.want(ctx, name.Namespace, sel, runningPods(pods))
-	}
-	r := p.countDemand(pods, match)
 	obj := name.Namespace + "/" + name.Name
-	if r.why.n > 0 {
-		return nil, notFound(info, fmt.Sprintf("%s: %d of %d ready pods have no queue and running value (the demand needs every ready pod): %s", obj, r.why.n, r.ready, r.why.text(ctx)))
-	}
-	if r.ready == 0 {
-		if r.starting == 0 {
-			return nil, notFound(info, fmt.Sprintf("%s: %s", obj, noPodsMessage(name.Namespace, sel, len(pods))))
-		}
-		return nil, notFound(info, fmt.Sprintf("%s: no pod is Ready (%d starting), so the demand is unknown: it waits in front of the pods, not on them", obj, r.starting))
+	if why != "" {
+		return nil, notFound(info, fmt.Sprintf("%s: %s", obj, why))
 	}
 	v := r.demand / float64(r.replicas())
 	if math.IsInf(v, 0) || math.IsNaN(v) {
@@ -127,6 +117,35 @@ func (p *Provider) demandPerReplicaValue(ctx context.Context, k kind, name types
 	}
 	mv.Metric.Name = catalog.DemandPerReplica
 	return &mv, nil
+}
+
+// workloadDemand measures a workload's demand and replicas, and records the
+// demand in the forecast's history (keyed by the workload and the model
+// selector's string, modelKey). why is the reason the demand is unknown,
+// empty when it is known: a Ready pod without a fresh value (a partial sum
+// would understate the demand), or no pod Ready (with every replica
+// starting, the demand waits in front of the pods, unmeasured). With want
+// false the question creates no demand.
+func (p *Provider) workloadDemand(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, match store.ModelMatcher, modelKey string, want bool) (r replicaDemand, pods []*corev1.Pod, why string, err error) {
+	pods, err = p.list.Pods.Pods(name.Namespace).List(sel)
+	if err != nil {
+		return r, nil, "", apierrors.NewInternalError(fmt.Errorf("listing pods from cache: %w", err))
+	}
+	if want {
+		p.want(ctx, name.Namespace, sel, runningPods(pods))
+	}
+	r = p.countDemand(pods, match)
+	if r.why.n > 0 {
+		return r, pods, fmt.Sprintf("%d of %d ready pods have no queue and running value (the demand needs every ready pod): %s", r.why.n, r.ready, r.why.text(ctx)), nil
+	}
+	if r.ready == 0 {
+		if r.starting == 0 {
+			return r, pods, noPodsMessage(name.Namespace, sel, len(pods)), nil
+		}
+		return r, pods, fmt.Sprintf("no pod is Ready (%d starting), so the demand is unknown: it waits in front of the pods, not on them", r.starting), nil
+	}
+	p.recordDemand(k, name, modelKey, r, pods, match) // forecast.go
+	return r, pods, "", nil
 }
 
 // demandPerReplicaKind resolves the object kind of a catalog.DemandPerReplica

@@ -50,6 +50,7 @@ import (
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/answers"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/forecast"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
 )
@@ -108,6 +109,9 @@ type Config struct {
 	// RoleLabel is the pod label a role=VALUE metric selector reads
 	// (role.go); "" is DefaultRoleLabel.
 	RoleLabel string
+	// Forecast sets inference_demand_forecast_per_replica (forecast.go);
+	// a zero ForecastConfig (no Method) is DefaultForecastConfig().
+	Forecast ForecastConfig
 }
 
 // Provider implements the custom metrics provider interface.
@@ -117,13 +121,18 @@ type Provider struct {
 	values Values
 	demand Demand
 	clock  clock.PassiveClock
+	// histories are the workloads' demand histories the forecast reads.
+	histories *forecast.Histories
 }
 
 var _ cmprovider.CustomMetricsProvider = (*Provider)(nil)
 
 // New returns a Provider.
 func New(cfg Config, list Listers, values Values, demand Demand, clk clock.PassiveClock) *Provider {
-	return &Provider{cfg: cfg, list: list, values: values, demand: demand, clock: clk}
+	if cfg.Forecast.Method == "" {
+		cfg.Forecast = DefaultForecastConfig()
+	}
+	return &Provider{cfg: cfg, list: list, values: values, demand: demand, clock: clk, histories: newHistories(cfg)}
 }
 
 type kind uint8
@@ -170,6 +179,7 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 	}
 	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.DemandPerReplica})
+		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.DemandForecastPerReplica})
 	}
 	for _, gr := range []schema.GroupResource{podsGR, deploymentsGR, statefulsetsGR} {
 		for _, m := range catalog.LoRAAdapterMetrics() {
@@ -220,6 +230,9 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	}
 	if info.Metric == catalog.DemandPerReplica {
 		return p.demandPerReplicaByName(ctx, name, info, metricSelector) // coldstart.go
+	}
+	if info.Metric == catalog.DemandForecastPerReplica {
+		return p.forecastByName(ctx, name, info, metricSelector) // forecast.go
 	}
 	if isLoRAAdapterMetric(info.Metric) {
 		return p.loraAdapterByName(ctx, name, info, metricSelector) // lora.go
@@ -289,6 +302,9 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	}
 	if info.Metric == catalog.DemandPerReplica {
 		return p.demandPerReplicaBySelector(ctx, namespace, selector, info, metricSelector) // coldstart.go
+	}
+	if info.Metric == catalog.DemandForecastPerReplica {
+		return p.forecastBySelector(ctx, namespace, selector, info, metricSelector) // forecast.go
 	}
 	if isLoRAAdapterMetric(info.Metric) {
 		return p.loraAdapterBySelector(ctx, namespace, selector, info, metricSelector) // lora.go
@@ -707,6 +723,7 @@ func servedNames() string {
 		names = append(names, s.Name())
 	}
 	names = append(names, catalog.DemandPerReplica+" (deployments and statefulsets)")
+	names = append(names, catalog.DemandForecastPerReplica+" (deployments and statefulsets)")
 	for _, m := range catalog.LoRAAdapterMetrics() {
 		names = append(names, m+" (custom metrics only, with a "+catalog.LoRANameLabel+" metric selector)")
 	}

@@ -66,6 +66,9 @@ type Config struct {
 	// RoleLabel is the pod label a role=VALUE metric selector reads
 	// (provider.Config.RoleLabel); empty is provider.DefaultRoleLabel.
 	RoleLabel string
+	// Forecast sets inference_demand_forecast_per_replica; zero is
+	// provider.DefaultForecastConfig().
+	Forecast provider.ForecastConfig
 }
 
 // KEDAScalerConfig says where and how the KEDA external scaler is served.
@@ -171,7 +174,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		}
 	}
 
-	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, RoleLabel: cfg.RoleLabel, Latency: latency},
+	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, RoleLabel: cfg.RoleLabel, Latency: latency, Forecast: cfg.Forecast},
 		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)

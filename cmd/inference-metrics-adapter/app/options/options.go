@@ -22,8 +22,10 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/forecast"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/kedascaler"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/serverconfig"
@@ -98,6 +100,17 @@ type Options struct {
 	// (scrapetls.go).
 	ScrapeTLS ScrapeTLSOptions
 
+	// ForecastMethod, ForecastWindow, ForecastHorizon ("auto" or a
+	// duration), ForecastZ, ForecastHoltAlpha, ForecastHoltBeta and
+	// ForecastMaxWorkloads set inference_demand_forecast_per_replica.
+	ForecastMethod       string
+	ForecastWindow       time.Duration
+	ForecastHorizon      string
+	ForecastZ            float64
+	ForecastHoltAlpha    float64
+	ForecastHoltBeta     float64
+	ForecastMaxWorkloads int
+
 	// namespaceFile holds the adapter's own namespace in a pod; read when
 	// POD_NAMESPACE is not set and --gpu-agent-namespace is empty.
 	namespaceFile string
@@ -138,8 +151,20 @@ func NewOptions() *Options {
 
 		KEDAScalerMaxConnections: kedascaler.DefaultMaxConnections,
 		KEDAScalerMaxStreams:     kedascaler.DefaultMaxStreams,
+
+		ForecastMethod:       string(forecast.Staffing),
+		ForecastWindow:       forecast.DefaultWindow,
+		ForecastHorizon:      forecastHorizonAuto,
+		ForecastZ:            forecast.DefaultZ,
+		ForecastHoltAlpha:    forecast.DefaultAlpha,
+		ForecastHoltBeta:     forecast.DefaultBeta,
+		ForecastMaxWorkloads: provider.DefaultMaxForecastWorkloads,
 	}
 }
+
+// forecastHorizonAuto is --forecast-horizon's value for the pods' own
+// start-up time.
+const forecastHorizonAuto = "auto"
 
 // Defaults that other flags can raise or lower when they are not set
 // themselves; see Complete.
@@ -253,6 +278,13 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.KEDAScalerAllowUnauthenticated, "keda-scaler-allow-unauthenticated", o.KEDAScalerAllowUnauthenticated, "With --keda-scaler-address and no --keda-scaler-client-ca-file: let callers without a client certificate ask about any namespace's values. Only for a port that nothing but KEDA can reach (a NetworkPolicy); logged as a warning at start.")
 	fs.IntVar(&o.KEDAScalerMaxConnections, "keda-scaler-max-connections", o.KEDAScalerMaxConnections, "With --keda-scaler-address: most connections open to the KEDA port at once; one past it is closed as it is accepted. KEDA's operator holds a few.")
 	fs.IntVar(&o.KEDAScalerMaxStreams, "keda-scaler-max-streams", o.KEDAScalerMaxStreams, "With --keda-scaler-address: most KEDA scaler calls and StreamIsActive streams in flight at once, over all connections; one past it fails with ResourceExhausted. KEDA holds a stream per external-push trigger and a call per poll.")
+	fs.StringVar(&o.ForecastMethod, "forecast-method", o.ForecastMethod, "Estimator of inference_demand_forecast_per_replica when the metric selector names none (method=...): envelope (the largest demand in the last horizon), holt (Holt's linear trend over the window, a horizon ahead) or staffing (the demand plus z x sqrt(dispersion x demand)).")
+	fs.DurationVar(&o.ForecastWindow, "forecast-window", o.ForecastWindow, "History the demand forecast reads (holt and staffing fit it; the dispersion is measured over it). A workload's history idle for two windows is dropped.")
+	fs.StringVar(&o.ForecastHorizon, "forecast-horizon", o.ForecastHorizon, "How far ahead the demand forecast looks: auto (the longest start-up time of the workload's Ready pods, Ready condition's last transition less creation, clamped to one --scrape-interval and 10m) or a duration, at most --forecast-window.")
+	fs.Float64Var(&o.ForecastZ, "forecast-z", o.ForecastZ, "Safety factor z of the staffing forecast's headroom z x sqrt(dispersion x demand); 1.645 covers 95% of Poisson arrivals. At least 0.")
+	fs.Float64Var(&o.ForecastHoltAlpha, "forecast-holt-alpha", o.ForecastHoltAlpha, "Level smoothing of the holt forecast, in (0, 1].")
+	fs.Float64Var(&o.ForecastHoltBeta, "forecast-holt-beta", o.ForecastHoltBeta, "Trend smoothing of the holt forecast, in (0, 1].")
+	fs.IntVar(&o.ForecastMaxWorkloads, "forecast-max-workloads", o.ForecastMaxWorkloads, "Most workload demand histories the forecast keeps (about 1.5 KB each); past it the least recently asked goes, and one namespace holds at most a quarter of them.")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
 }
 
@@ -302,6 +334,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--first-scrape-timeout must not be negative, got %s", o.FirstScrapeTimeout))
 	}
 	errs = append(errs, o.validateKEDAScaler()...)
+	errs = append(errs, o.validateForecast()...)
 	if err := validateRoleLabel(o.RoleLabel); err != nil {
 		errs = append(errs, err)
 	}
@@ -448,6 +481,7 @@ func (o *Options) Config() (*server.Config, error) {
 		ShutdownDelay:      o.ShutdownDelay,
 		AnswerCacheTTL:     o.AnswerCacheTTL,
 		RoleLabel:          o.RoleLabel,
+		Forecast:           o.forecastConfig(),
 		KEDAScaler: server.KEDAScalerConfig{
 			Address:              o.KEDAScalerAddress,
 			MaxConnections:       o.KEDAScalerMaxConnections,
@@ -462,6 +496,64 @@ func (o *Options) Config() (*server.Config, error) {
 		MaxSelectorsPerNamespace: o.MaxSelectorsPerNamespace,
 		MaxSelectors:             o.MaxSelectors,
 	}, nil
+}
+
+// forecastHorizon is --forecast-horizon: 0 for auto.
+func (o *Options) forecastHorizon() (time.Duration, error) {
+	if o.ForecastHorizon == forecastHorizonAuto {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(o.ForecastHorizon)
+	if err != nil {
+		return 0, fmt.Errorf("--forecast-horizon must be auto or a duration, got %q", o.ForecastHorizon)
+	}
+	if d <= 0 || d > o.ForecastWindow {
+		return 0, fmt.Errorf("--forecast-horizon must be auto or a duration above 0 and at most --forecast-window (%s), got %s", o.ForecastWindow, d)
+	}
+	return d, nil
+}
+
+// validateForecast checks the --forecast-* flags.
+func (o *Options) validateForecast() []error {
+	var errs []error
+	if _, err := forecast.ParseMethod(o.ForecastMethod); err != nil {
+		errs = append(errs, fmt.Errorf("--forecast-method: %w", err))
+	}
+	if o.ForecastWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--forecast-window must be positive, got %s", o.ForecastWindow))
+	} else if _, err := o.forecastHorizon(); err != nil {
+		errs = append(errs, err)
+	}
+	if !(o.ForecastZ >= 0) || math.IsInf(o.ForecastZ, 0) {
+		errs = append(errs, fmt.Errorf("--forecast-z must be a finite number of at least 0, got %g", o.ForecastZ))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"--forecast-holt-alpha", o.ForecastHoltAlpha}, {"--forecast-holt-beta", o.ForecastHoltBeta}} {
+		if !(f.v > 0 && f.v <= 1) {
+			errs = append(errs, fmt.Errorf("%s must be in (0, 1], got %g", f.name, f.v))
+		}
+	}
+	if o.ForecastMaxWorkloads < 1 {
+		errs = append(errs, fmt.Errorf("--forecast-max-workloads must be at least 1, got %d", o.ForecastMaxWorkloads))
+	}
+	return errs
+}
+
+// forecastConfig is the provider's forecast configuration from the flags
+// (Validate checks them).
+func (o *Options) forecastConfig() provider.ForecastConfig {
+	horizon, _ := o.forecastHorizon()
+	return provider.ForecastConfig{
+		Method:       forecast.Method(o.ForecastMethod),
+		Window:       o.ForecastWindow,
+		Horizon:      horizon,
+		Z:            o.ForecastZ,
+		Alpha:        o.ForecastHoltAlpha,
+		Beta:         o.ForecastHoltBeta,
+		MaxWorkloads: o.ForecastMaxWorkloads,
+	}
 }
 
 // validateKEDAScaler checks the --keda-scaler-* flags: a port that answers

@@ -1,0 +1,219 @@
+package forecast
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Method is an estimator of the demand within the horizon.
+type Method string
+
+// The estimators.
+const (
+	// Envelope is the largest demand in the last horizon.
+	Envelope Method = "envelope"
+	// Holt is Holt's linear method (level and per-second trend) over the
+	// window, projected a horizon ahead.
+	Holt Method = "holt"
+	// Staffing is the demand plus a queueing headroom z·√(I·D), with I
+	// the index of dispersion of the arrivals over the window.
+	Staffing Method = "staffing"
+)
+
+// Methods lists the estimators, in the order the docs give them.
+func Methods() []Method { return []Method{Envelope, Holt, Staffing} }
+
+// ParseMethod returns the method named s.
+func ParseMethod(s string) (Method, error) {
+	for _, m := range Methods() {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("unknown forecast method %q: one of envelope, holt, staffing", s)
+}
+
+// Defaults of the estimators' parameters.
+const (
+	DefaultWindow = 5 * time.Minute
+	DefaultZ      = 1.645 // one-sided 95%
+	DefaultAlpha  = 0.5
+	DefaultBeta   = 0.3
+	// MinSamples is the fewest samples a forecast needs in its window.
+	MinSamples = 3
+	// MaxAutoHorizon bounds the horizon taken from the pods' start-up time.
+	MaxAutoHorizon = 10 * time.Minute
+)
+
+// Params are an estimate's settings.
+type Params struct {
+	Method  Method
+	Window  time.Duration // the span of history read by holt and staffing
+	Horizon time.Duration // how far ahead: one model-load time
+	Z       float64       // staffing's safety factor
+	Alpha   float64       // holt's level smoothing, in (0, 1]
+	Beta    float64       // holt's trend smoothing, in (0, 1]
+}
+
+// Result is an estimate with what it was made from.
+type Result struct {
+	// Forecast is the demand, in requests, expected within the horizon.
+	Forecast float64
+	// Samples and Span are the history the estimate read.
+	Samples int
+	Span    time.Duration
+	// Dispersion is staffing's index of dispersion (1 when unknown).
+	Dispersion float64
+	// Note says why an estimate fell back (staffing without a
+	// completions rate), for the logs; empty otherwise.
+	Note string
+}
+
+// ShortError is the error of a history too short to forecast from.
+type ShortError struct {
+	Samples, NeedSamples int
+	Span, NeedSpan       time.Duration
+	Window               time.Duration
+}
+
+func (e *ShortError) Error() string {
+	return fmt.Sprintf("the forecast's history has %d samples spanning %s in the last %s; it needs at least %d spanning at least %s (half the shorter of the horizon and the window); the history is the adapter's own, kept from the questions asked about this workload, and starts empty when the adapter starts",
+		e.Samples, e.Span.Round(time.Second), e.Window, e.NeedSamples, e.NeedSpan.Round(time.Second))
+}
+
+// NeedSpan is the shortest span of history a forecast needs: half of the
+// shorter of horizon and window.
+func NeedSpan(horizon, window time.Duration) time.Duration {
+	return min(horizon, window) / 2
+}
+
+// Estimate forecasts from series (in time order, the last sample the
+// current one) as of now. It fails with a *ShortError when the samples in
+// the window are fewer than MinSamples or span less than NeedSpan, and with
+// an error when the result is not a finite number.
+func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
+	in := inWindow(series, now, p.Window)
+	r := Result{Samples: len(in), Dispersion: 1}
+	if len(in) > 0 {
+		r.Span = in[len(in)-1].At.Sub(in[0].At)
+	}
+	need := NeedSpan(p.Horizon, p.Window)
+	if len(in) < MinSamples || r.Span < need {
+		return r, &ShortError{Samples: len(in), NeedSamples: MinSamples, Span: r.Span, NeedSpan: need, Window: p.Window}
+	}
+	switch p.Method {
+	case Envelope:
+		r.Forecast = envelope(in, now, p.Horizon)
+	case Holt:
+		r.Forecast = holt(in, now, p)
+	case Staffing:
+		r.Forecast, r.Dispersion, r.Note = staffing(in, p.Z)
+	default:
+		return r, fmt.Errorf("unknown forecast method %q", p.Method)
+	}
+	if math.IsNaN(r.Forecast) || math.IsInf(r.Forecast, 0) {
+		return r, fmt.Errorf("the %s forecast (%g) is not a finite number", p.Method, r.Forecast)
+	}
+	return r, nil
+}
+
+// inWindow returns the samples of series no older than window before now
+// and not after now.
+func inWindow(series []Sample, now time.Time, window time.Duration) []Sample {
+	from := now.Add(-window)
+	i := 0
+	for i < len(series) && series[i].At.Before(from) {
+		i++
+	}
+	j := len(series)
+	for j > i && series[j-1].At.After(now) {
+		j--
+	}
+	return series[i:j]
+}
+
+// envelope is the largest demand in the last horizon (the latest sample
+// always counts).
+func envelope(in []Sample, now time.Time, horizon time.Duration) float64 {
+	f := in[len(in)-1].Demand
+	for _, s := range inWindow(in, now, horizon) {
+		f = max(f, s.Demand)
+	}
+	return f
+}
+
+// holt fits Holt's linear method with a per-second trend, so that samples
+// irregularly spaced weigh the trend by their spacing, and projects it from
+// the last sample to now plus the horizon; never below 0.
+func holt(in []Sample, now time.Time, p Params) float64 {
+	level, trend := in[0].Demand, 0.0
+	for i := 1; i < len(in); i++ {
+		dt := in[i].At.Sub(in[i-1].At).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		prev := level
+		level = p.Alpha*in[i].Demand + (1-p.Alpha)*(level+trend*dt)
+		trend = p.Beta*(level-prev)/dt + (1-p.Beta)*trend
+	}
+	ahead := now.Sub(in[len(in)-1].At) + p.Horizon
+	return max(0, level+trend*ahead.Seconds())
+}
+
+// staffing is the current demand D (the number in system: by Little's law
+// the arrival rate times the time in system) plus the headroom z·√(I·D).
+// I is the index of dispersion of the arrivals per sample interval over the
+// window: arrivals in an interval are the completions (rate × interval)
+// plus the change in demand; for intervals of unequal length it is
+// Pearson's statistic over n−1, Σ(a−λΔt)²/(λΔt)/(n−1) with λ = Σa/ΣΔt,
+// which is the variance over the mean when the intervals are equal. I is at
+// least 1 (Poisson); it is 1, with a note, when a completions rate is
+// unknown or no arrival was seen.
+func staffing(in []Sample, z float64) (float64, float64, string) {
+	d := in[len(in)-1].Demand
+	disp, note := dispersion(in)
+	return d + z*math.Sqrt(disp*d), disp, note
+}
+
+func dispersion(in []Sample) (float64, string) {
+	n := len(in) - 1
+	arrivals := make([]float64, 0, n)
+	spans := make([]float64, 0, n)
+	var total, seconds float64
+	for i := 1; i < len(in); i++ {
+		dt := in[i].At.Sub(in[i-1].At).Seconds()
+		c := in[i].Completions
+		if math.IsNaN(c) {
+			return 1, fmt.Sprintf("the completions rate is unknown at %s (a Ready pod had no inference_requests_per_second yet), so the dispersion is taken as 1 (Poisson)", in[i].At.UTC().Format(time.RFC3339))
+		}
+		a := max(0, c*dt+in[i].Demand-in[i-1].Demand)
+		arrivals = append(arrivals, a)
+		spans = append(spans, dt)
+		total += a
+		seconds += dt
+	}
+	if total <= 0 || seconds <= 0 || n < 2 {
+		return 1, "no arrivals in the window, so the dispersion is taken as 1 (Poisson)"
+	}
+	rate := total / seconds
+	var chi float64
+	for i, a := range arrivals {
+		want := rate * spans[i]
+		if want <= 0 {
+			continue
+		}
+		chi += (a - want) * (a - want) / want
+	}
+	disp := chi / float64(n-1)
+	if math.IsNaN(disp) || math.IsInf(disp, 0) {
+		return 1, "the dispersion is not a finite number, so it is taken as 1 (Poisson)"
+	}
+	return max(1, disp), ""
+}
+
+// AutoHorizon clamps the longest start-up time of a workload's Ready pods
+// to [floor, MaxAutoHorizon]; floor is one scrape interval.
+func AutoHorizon(longestStartup, floor time.Duration) time.Duration {
+	return min(max(longestStartup, floor), max(floor, MaxAutoHorizon))
+}

@@ -1,0 +1,244 @@
+package forecast
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// series builds samples every step from t0, demand d[i], completions c(i).
+func series(step time.Duration, d []float64, c func(i int) float64) []Sample {
+	out := make([]Sample, len(d))
+	for i := range d {
+		out[i] = Sample{At: t0.Add(time.Duration(i) * step), Demand: d[i], Completions: c(i)}
+	}
+	return out
+}
+
+func constant(v float64) func(int) float64 { return func(int) float64 { return v } }
+
+func repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func ramp(from, step float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = from + step*float64(i)
+	}
+	return out
+}
+
+// bursts is a demand of base with a burst of peak for 2 samples every 8.
+func bursts(base, peak float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = base
+		if i%8 < 2 {
+			out[i] = peak
+		}
+	}
+	return out
+}
+
+// TestEstimate checks each estimator on recorded demand series; want is
+// the forecast within tol.
+func TestEstimate(t *testing.T) {
+	const step = 15 * time.Second
+	p := Params{Window: 5 * time.Minute, Horizon: 2 * time.Minute, Z: DefaultZ, Alpha: DefaultAlpha, Beta: DefaultBeta}
+	// A Poisson-like steady load: 10 in system, 1 finishing a second, no
+	// change in demand: arrivals 15 every interval, dispersion clamped to 1.
+	steady := series(step, repeat(10, 20), constant(1))
+	// A ramp of +1 request every 15 s: over a 2 m horizon 8 more.
+	up := series(step, ramp(10, 1, 20), constant(1))
+	// Bursts: arrivals alternate, so the dispersion is well over 1.
+	burst := series(step, bursts(4, 40, 20), constant(1))
+	last := func(s []Sample) time.Time { return s[len(s)-1].At }
+	for _, tc := range []struct {
+		name   string
+		method Method
+		in     []Sample
+		want   float64
+		tol    float64
+	}{
+		{"envelope steady", Envelope, steady, 10, 0},
+		{"envelope ramp: the latest is the peak", Envelope, up, 29, 0},
+		{"envelope bursts: the last burst within the horizon", Envelope, burst, 40, 0},
+		{"holt steady", Holt, steady, 10, 1e-9},
+		{"holt ramp: level 29 plus trend 1/15 per s over 120 s", Holt, up, 29 + 8, 0.5},
+		{"staffing steady: 10 + 1.645·√10", Staffing, steady, 10 + DefaultZ*math.Sqrt(10), 1e-9},
+		{"staffing unknown completions: dispersion 1", Staffing, series(step, repeat(10, 20), constant(math.NaN())), 10 + DefaultZ*math.Sqrt(10), 1e-9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := p
+			q.Method = tc.method
+			r, err := Estimate(tc.in, last(tc.in), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(r.Forecast-tc.want) > tc.tol {
+				t.Errorf("forecast %g, want %g ± %g", r.Forecast, tc.want, tc.tol)
+			}
+		})
+	}
+
+	t.Run("staffing bursts: headroom sized by the dispersion", func(t *testing.T) {
+		q := p
+		q.Method = Staffing
+		r, err := Estimate(burst, last(burst), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Dispersion <= 2 {
+			t.Errorf("dispersion %g of a bursty series, want > 2", r.Dispersion)
+		}
+		d := burst[len(burst)-1].Demand
+		if want := d + DefaultZ*math.Sqrt(r.Dispersion*d); math.Abs(r.Forecast-want) > 1e-9 {
+			t.Errorf("forecast %g, want D + z·√(I·D) = %g", r.Forecast, want)
+		}
+		steadyR, _ := Estimate(steady, last(steady), q)
+		if steadyR.Dispersion != 1 {
+			t.Errorf("steady dispersion %g, want 1", steadyR.Dispersion)
+		}
+	})
+	t.Run("staffing unknown completions: a note", func(t *testing.T) {
+		q := p
+		q.Method = Staffing
+		in := series(step, repeat(10, 20), func(i int) float64 {
+			if i == 5 {
+				return math.NaN()
+			}
+			return 1
+		})
+		r, err := Estimate(in, last(in), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Dispersion != 1 || !strings.Contains(r.Note, "completions rate is unknown") {
+			t.Errorf("dispersion %g note %q, want 1 and the reason", r.Dispersion, r.Note)
+		}
+	})
+	t.Run("holt ramp down: never below 0", func(t *testing.T) {
+		q := p
+		q.Method = Holt
+		down := series(step, ramp(20, -1, 20), constant(1))
+		r, err := Estimate(down, last(down), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Forecast != 0 {
+			t.Errorf("forecast %g of a demand falling to 1 by 1 every 15 s over 2 m, want 0", r.Forecast)
+		}
+	})
+	t.Run("holt irregular spacing: per-second trend", func(t *testing.T) {
+		// The same ramp, 1 request per 15 s, sampled at uneven gaps.
+		var in []Sample
+		at := t0
+		for i, gap := range []time.Duration{0, 15, 30, 15, 45, 15, 15, 30, 15, 15, 30, 15} {
+			at = at.Add(gap * time.Second)
+			in = append(in, Sample{At: at, Demand: 10 + at.Sub(t0).Seconds()/15, Completions: 1})
+			_ = i
+		}
+		q := p
+		q.Method = Holt
+		r, err := Estimate(in, at, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := in[len(in)-1].Demand + 8
+		if math.Abs(r.Forecast-want) > 0.5 {
+			t.Errorf("forecast %g, want about %g", r.Forecast, want)
+		}
+	})
+	t.Run("samples outside the window are not read", func(t *testing.T) {
+		// An old burst, 10 minutes ago, then a steady 10.
+		in := append(series(step, []float64{100, 100, 100}, constant(1)), series(step, repeat(10, 20), constant(1))...)
+		for i := 3; i < len(in); i++ {
+			in[i].At = in[i].At.Add(10 * time.Minute)
+		}
+		for _, m := range Methods() {
+			q := p
+			q.Method = m
+			r, err := Estimate(in, last(in), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Forecast > 10+DefaultZ*math.Sqrt(10)+1e-9 {
+				t.Errorf("%s: forecast %g reads the burst outside the window", m, r.Forecast)
+			}
+		}
+	})
+}
+
+// TestEstimateShort: absent until 3 samples span half the shorter of
+// horizon and window; a restart (no history) is absent too.
+func TestEstimateShort(t *testing.T) {
+	p := Params{Method: Staffing, Window: 5 * time.Minute, Horizon: 2 * time.Minute, Z: 1, Alpha: .5, Beta: .3}
+	for _, tc := range []struct {
+		name     string
+		in       []Sample
+		wantErr  bool
+		wantText string
+	}{
+		{"restart: empty", nil, true, "has 0 samples spanning 0s in the last 5m0s; it needs at least 3 spanning at least 1m0s"},
+		{"two samples", series(time.Minute, repeat(1, 2), constant(1)), true, "has 2 samples spanning 1m0s"},
+		{"three samples too close", series(15*time.Second, repeat(1, 3), constant(1)), true, "has 3 samples spanning 30s"},
+		{"three samples spanning 1m", series(30*time.Second, repeat(1, 3), constant(1)), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0.Add(time.Minute)
+			if len(tc.in) > 0 {
+				now = tc.in[len(tc.in)-1].At
+			}
+			_, err := Estimate(tc.in, now, p)
+			var short *ShortError
+			if got := errors.As(err, &short); got != tc.wantErr {
+				t.Fatalf("error %v, want a ShortError: %v", err, tc.wantErr)
+			}
+			if tc.wantErr && !strings.Contains(err.Error(), tc.wantText) {
+				t.Errorf("error %q, want it to contain %q", err, tc.wantText)
+			}
+		})
+	}
+}
+
+// TestEstimateNonFinite: a result that is not a finite number is an
+// error, never a value.
+func TestEstimateNonFinite(t *testing.T) {
+	in := series(time.Minute, repeat(1e308, 4), constant(1))
+	_, err := Estimate(in, in[len(in)-1].At, Params{Method: Staffing, Window: 5 * time.Minute, Horizon: time.Minute, Z: 1e308})
+	if err == nil || !strings.Contains(err.Error(), "not a finite number") {
+		t.Errorf("error %v, want not a finite number", err)
+	}
+}
+
+func TestParseMethod(t *testing.T) {
+	for _, m := range Methods() {
+		if got, err := ParseMethod(string(m)); err != nil || got != m {
+			t.Errorf("ParseMethod(%q) = %q, %v", m, got, err)
+		}
+	}
+	if _, err := ParseMethod("arima"); err == nil || !strings.Contains(err.Error(), `"arima"`) {
+		t.Errorf("ParseMethod(arima) = %v, want an error naming it", err)
+	}
+}
+
+func TestAutoHorizon(t *testing.T) {
+	for _, tc := range []struct{ startup, floor, want time.Duration }{
+		{0, 5 * time.Second, 5 * time.Second},
+		{90 * time.Second, 5 * time.Second, 90 * time.Second},
+		{time.Hour, 5 * time.Second, MaxAutoHorizon},
+	} {
+		if got := AutoHorizon(tc.startup, tc.floor); got != tc.want {
+			t.Errorf("AutoHorizon(%s, %s) = %s, want %s", tc.startup, tc.floor, got, tc.want)
+		}
+	}
+}
