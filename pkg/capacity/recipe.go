@@ -7,14 +7,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/forecast"
 )
 
 // MetricDemandForecast is the adapter's anticipating signal: the demand
 // (requests waiting plus running) the workload is forecast to hold within
 // one model-load time, per replica (Ready plus starting), served as an
 // Object metric on a Deployment or StatefulSet.
-// TODO(issue 29): use catalog.DemandForecastPerReplica once it lands.
-const MetricDemandForecast = "inference_demand_forecast_per_replica"
+const MetricDemandForecast = catalog.DemandForecastPerReplica
 
 // The workload kinds a recipe can scale.
 const (
@@ -22,12 +24,9 @@ const (
 	KindStatefulSet = "StatefulSet"
 )
 
-// ForecastMethods are the values of the forecast metric's selector label
-// "method"; empty leaves the choice to the adapter's default.
-var ForecastMethods = []string{"envelope", "holt", "staffing"}
-
-// ForecastMethodLabel is the metric selector label that picks the method.
-const ForecastMethodLabel = "method"
+// ForecastMethodLabel is the metric selector label that picks the forecast
+// method (one of forecast.Methods); without it the adapter's default applies.
+const ForecastMethodLabel = catalog.ForecastMethodLabel
 
 // Defaults of the recipe's options, applied to their zero values.
 const (
@@ -97,22 +96,19 @@ func (o HPAOptions) ValidateRecipe() error {
 		errs = append(errs, fmt.Errorf("model-load-time must be more than 0 and at most %s (the scale-down window is twice it, and an HPA's window is at most 3600s), got %s",
 			maxModelLoadTime, o.ModelLoadTime))
 	}
-	if o.Method != "" && !isMethod(o.Method) {
-		errs = append(errs, fmt.Errorf("forecast-method must be empty (the adapter's default) or one of %s, got %q", strings.Join(ForecastMethods, ", "), o.Method))
+	if o.Method != "" {
+		if _, err := forecast.ParseMethod(o.Method); err != nil {
+			var names []string
+			for _, m := range forecast.Methods() {
+				names = append(names, string(m))
+			}
+			errs = append(errs, fmt.Errorf("forecast-method must be empty (the adapter's default) or one of %s, got %q", strings.Join(names, ", "), o.Method))
+		}
 	}
 	if strings.ContainsAny(o.ScalerAddress, " \t\r\n\"'#") {
 		errs = append(errs, fmt.Errorf("keda-scaler-address must be HOST:PORT, got %q", o.ScalerAddress))
 	}
 	return errors.Join(errs...)
-}
-
-func isMethod(m string) bool {
-	for _, x := range ForecastMethods {
-		if m == x {
-			return true
-		}
-	}
-	return false
 }
 
 // NewRecipe derives the whole HPA from the capacity step. It fails when
