@@ -306,6 +306,10 @@ func TestGetMetricsAndIsActive(t *testing.T) {
 		{name: "decode's running requests", ns: "team-a", md: md("metricName", "inference_batch_size", "targetValue", "5", "deployment", "pd", "role", "decode"), want: 8, wantActive: true},
 		{name: "both roles without one", ns: "team-a", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd"), want: 7, wantActive: true},
 		{name: "a role by pod selector", ns: "team-a", md: md("metricName", "inference_kv_cache_usage", "targetValue", "0.8", "podSelector", "app=pd", "role", "prefill"), want: 0.1, wantActive: true},
+		// The demand forecast is read as the demand is; this adapter's
+		// clock stands still, so its history never spans enough.
+		{name: "demand forecast: absent while its history is short", ns: "team-a", md: md("metricName", "inference_demand_forecast_per_replica", "targetValue", "5", "deployment", "llm"), wantCode: codes.NotFound, wantMsg: "needs at least 3"},
+		{name: "demand forecast of a model no pod serves", ns: "team-a", md: md("metricName", "inference_demand_forecast_per_replica", "targetValue", "5", "deployment", "llm", "modelName", "other"), wantCode: codes.NotFound, wantMsg: "the history holds 0 samples"},
 		{name: "a role no pod has", ns: "team-a", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd", "role", "encode"), wantCode: codes.NotFound},
 	}
 	for _, tt := range tests {
@@ -405,6 +409,8 @@ func TestMetadataValidation(t *testing.T) {
 		{name: "front door on a deployment", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "deployment", "llm"), wantMsg: "served on a Service"},
 		{name: "pod metric on a service", md: md("metricName", "inference_queue_size", "targetValue", "5", "service", "asleep"), wantMsg: "serves only inference_front_door_pending_requests"},
 		{name: "demand per replica by selector", md: md("metricName", "inference_demand_per_replica", "targetValue", "5", "podSelector", "app=llm"), wantMsg: "Deployment or StatefulSet"},
+		{name: "demand forecast by selector", md: md("metricName", "inference_demand_forecast_per_replica", "targetValue", "5", "podSelector", "app=llm"), wantMsg: "Deployment or StatefulSet"},
+		{name: "demand forecast on a service", md: md("metricName", "inference_demand_forecast_per_replica", "targetValue", "5", "service", "asleep"), wantMsg: "serves only"},
 		{name: "model on a service", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "service", "asleep", "modelName", "m"), wantMsg: "does not apply"},
 		{name: "bad service name", md: md("metricName", "inference_front_door_pending_requests", "targetValue", "5", "service", "Asleep!"), wantMsg: "not a valid name"},
 		{name: "bad role", md: md("metricName", "inference_queue_size", "targetValue", "5", "deployment", "pd", "role", "pre fill"), wantMsg: "role"},

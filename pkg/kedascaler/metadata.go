@@ -89,7 +89,7 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 	}
 
 	q.metric = vals[KeyMetricName]
-	if _, ok := catalog.ByName(q.metric); !ok && !catalog.IsFrontDoorMetric(q.metric) && q.metric != catalog.DemandPerReplica {
+	if _, ok := catalog.ByName(q.metric); !ok && !catalog.IsFrontDoorMetric(q.metric) && !isWorkloadMetric(q.metric) {
 		if q.metric == "" {
 			return q, fmt.Errorf("%s is required: one of %s", KeyMetricName, servedNames())
 		}
@@ -134,7 +134,7 @@ func parseQuery(namespace string, md map[string]string) (query, error) {
 		return q, fmt.Errorf("%s is served on a Service (the one its front door's pods name): set %s, not %s", q.metric, KeyService, set[0])
 	case !catalog.IsFrontDoorMetric(q.metric) && q.kind == kindService:
 		return q, fmt.Errorf("a %s serves only %s (its front door's held requests, requests in flight and pool saturation), not %s", KeyService, strings.Join(catalog.FrontDoorMetrics(), ", "), q.metric)
-	case q.metric == catalog.DemandPerReplica && q.kind != kindDeployment && q.kind != kindStatefulSet:
+	case isWorkloadMetric(q.metric) && q.kind != kindDeployment && q.kind != kindStatefulSet:
 		return q, fmt.Errorf("%s is served on a Deployment or StatefulSet: set %s or %s, not %s", q.metric, KeyDeployment, KeyStatefulSet, set[0])
 	}
 
@@ -234,12 +234,18 @@ func parsePodSelector(s string) (labels.Selector, error) {
 	return sel, nil
 }
 
+// isWorkloadMetric reports whether metric is served on a Deployment or
+// StatefulSet only: the demand per replica and its forecast.
+func isWorkloadMetric(metric string) bool {
+	return metric == catalog.DemandPerReplica || metric == catalog.DemandForecastPerReplica
+}
+
 func servedNames() string {
 	var names []string
 	for _, s := range catalog.All() {
 		names = append(names, s.Name())
 	}
-	names = append(names, catalog.DemandPerReplica+" (deployment or statefulSet)")
+	names = append(names, catalog.DemandPerReplica+" (deployment or statefulSet)", catalog.DemandForecastPerReplica+" (deployment or statefulSet)")
 	for _, m := range catalog.FrontDoorMetrics() {
 		names = append(names, m+" (service)")
 	}

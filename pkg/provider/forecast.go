@@ -89,9 +89,10 @@ func (p *Provider) recordDemand(k kind, name types.NamespacedName, modelKey stri
 }
 
 // forecastSelector splits a forecast question's metric selector into the
-// method it names (the configured one when none) and the model selector
-// left. Keys other than method, model_name and model, and a method that is
-// not one value of the estimators, are a 400 naming them.
+// method it names (the configured one when none) and the selector left
+// (model and role), which keys the history. Keys other than method,
+// model_name, model and role, and a method that is not one value of the
+// estimators, are a 400 naming them.
 func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecast.Method, labels.Selector, error) {
 	method := p.cfg.Forecast.Method
 	if metricSelector == nil || metricSelector.Empty() {
@@ -112,10 +113,11 @@ func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecast.Me
 				return "", nil, badRequest(fmt.Sprintf("%s: the metric selector's %s: %v", catalog.DemandForecastPerReplica, catalog.ForecastMethodLabel, err))
 			}
 			method = m
-		case "model_name", "model":
+		case "model_name", "model", catalog.RoleSelectorLabel:
+			// A role picks pods (role.go), and keys its own history.
 			model = model.Add(r)
 		default:
-			return "", nil, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt or staffing) and model_name", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel))
+			return "", nil, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt or staffing), model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.RoleSelectorLabel))
 		}
 	}
 	if model.Empty() {

@@ -162,6 +162,12 @@ func TestForecastPerReplica(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a role selector is read, not refused", func(t *testing.T) {
+		_, err := f.ask(catalog.DemandForecastPerReplica, "llm", catalog.RoleSelectorLabel+"=prefill,method=holt")
+		if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "no pods match") {
+			t.Errorf("%v, want a 404: no pod of llm has the role", err)
+		}
+	})
 	t.Run("scaled to zero: absent with the demand's reason", func(t *testing.T) {
 		_, err := f.ask(catalog.DemandForecastPerReplica, "empty", "")
 		if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `no pods match \"app=empty\"`) && !strings.Contains(err.Error(), `no pods match "app=empty"`) {
