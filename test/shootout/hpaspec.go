@@ -111,6 +111,15 @@ func userPolicy(name, def string, maxReplicas int) (policy, error) {
 	return p, nil
 }
 
+// isWorkloadMetric reports whether metric is served on the Deployment only
+// (an Object metric at a Value): the demand per replica and its forecast.
+func isWorkloadMetric(metric string) bool {
+	return metric == catalog.DemandPerReplica || metric == catalog.DemandForecastPerReplica
+}
+
+// workloadMetricsText names the metrics isWorkloadMetric accepts.
+const workloadMetricsText = catalog.DemandPerReplica + " and " + catalog.DemandForecastPerReplica
+
 // parseTerm parses [KIND/]METRIC:TARGET.
 func parseTerm(term string) (autoscalingv2.MetricSpec, error) {
 	kind, rest, hasKind := strings.Cut(term, "/")
@@ -123,7 +132,7 @@ func parseTerm(term string) (autoscalingv2.MetricSpec, error) {
 	}
 	if kind == "" {
 		kind = kindPods
-		if metric == catalog.DemandPerReplica {
+		if isWorkloadMetric(metric) {
 			kind = kindObject
 		}
 	}
@@ -293,7 +302,7 @@ func validateSpec(spec *autoscalingv2.HorizontalPodAutoscalerSpec, maxReplicas i
 			}
 			if !slices.Contains(signals, m.Pods.Metric.Name) {
 				errs = append(errs, fmt.Errorf("metric %s: pods do not serve %q (Pods metrics: %s; %s is an Object metric on the Deployment)",
-					key, m.Pods.Metric.Name, strings.Join(signals, ", "), catalog.DemandPerReplica))
+					key, m.Pods.Metric.Name, strings.Join(signals, ", "), workloadMetricsText))
 			}
 			allowed = []autoscalingv2.MetricTargetType{autoscalingv2.AverageValueMetricType}
 		case autoscalingv2.ObjectMetricSourceType:
@@ -305,8 +314,8 @@ func validateSpec(spec *autoscalingv2.HorizontalPodAutoscalerSpec, maxReplicas i
 				errs = append(errs, fmt.Errorf("metric %s: describedObject %s %s/%s: the shootout serves Object metrics on its Deployment (apps/v1 Deployment %s) only; it has no front door Service", key, d.Kind, d.APIVersion, d.Name, deploymentName))
 			}
 			m.Object.DescribedObject = deploymentRef()
-			if name := m.Object.Metric.Name; name != catalog.DemandPerReplica && !slices.Contains(signals, name) {
-				errs = append(errs, fmt.Errorf("metric %s: the Deployment does not serve %q (Object metrics: %s and every Pods metric)", key, name, catalog.DemandPerReplica))
+			if name := m.Object.Metric.Name; !isWorkloadMetric(name) && !slices.Contains(signals, name) {
+				errs = append(errs, fmt.Errorf("metric %s: the Deployment does not serve %q (Object metrics: %s and every Pods metric)", key, name, workloadMetricsText))
 			}
 			allowed = []autoscalingv2.MetricTargetType{autoscalingv2.ValueMetricType, autoscalingv2.AverageValueMetricType}
 		case autoscalingv2.ExternalMetricSourceType:
@@ -600,6 +609,8 @@ func family(p policy) string {
 		switch {
 		case name == catalog.DemandPerReplica:
 			f = "demand"
+		case name == catalog.DemandForecastPerReplica:
+			f = "forecast"
 		case name == metricGPU:
 			f = "gpu"
 		case name == metricQueue:

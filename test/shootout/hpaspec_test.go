@@ -37,6 +37,8 @@ func TestUserPolicyShapes(t *testing.T) {
 	withUp := defaultBehavior()
 	withUp.ScaleUp.StabilizationWindowSeconds = new(int32(30))
 	withUp.ScaleDown.StabilizationWindowSeconds = new(int32(600))
+	withDown10m := defaultBehavior()
+	withDown10m.ScaleDown.StabilizationWindowSeconds = new(int32(600))
 	for _, tc := range []struct {
 		def        string
 		want       *autoscalingv2.HorizontalPodAutoscalerSpec // nil: the short form of old
@@ -47,6 +49,11 @@ func TestUserPolicyShapes(t *testing.T) {
 		{def: "pods/gpu_utilization:0.6", wantMetric: metricGPU, family: "gpu"},
 		{def: "inference_demand_per_replica:3", family: "demand",
 			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{object("inference_demand_per_replica", "3", autoscalingv2.ValueMetricType)}}},
+		{def: "inference_demand_forecast_per_replica:3", family: "forecast",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{object("inference_demand_forecast_per_replica", "3", autoscalingv2.ValueMetricType)}}},
+		{def: "inference_demand_forecast_per_replica:2+inference_queue_size:4@down-window=10m", family: "forecast+queue",
+			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{object("inference_demand_forecast_per_replica", "2", autoscalingv2.ValueMetricType), podsMetric(metricQueue, q("4"))},
+				Behavior: withDown10m}},
 		{def: "object-avg/inference_queue_size:2", family: "queue",
 			want: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{object(metricQueue, "2", autoscalingv2.AverageValueMetricType)}}},
 		{def: "external/inference_requests_per_second:10", family: "rate",
@@ -90,6 +97,8 @@ func TestUserPolicyRefused(t *testing.T) {
 		{"pods/inference_demand_per_replica:3", `pods do not serve "inference_demand_per_replica"`},
 		{"object/inference_front_door_pending_requests:1", `does not serve "inference_front_door_pending_requests"`},
 		{"external/inference_demand_per_replica:1", `no external metric "inference_demand_per_replica"`},
+		{"pods/inference_demand_forecast_per_replica:3", `pods do not serve "inference_demand_forecast_per_replica"`},
+		{"external/inference_demand_forecast_per_replica:1", `no external metric "inference_demand_forecast_per_replica"`},
 		{"resource/cpu:1", `unknown kind "resource"`},
 		{"inference_queue_size:-1", "positive quantity"},
 		{"inference_queue_size:3+inference_queue_size:2", "pods/inference_queue_size given twice"},

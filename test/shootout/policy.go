@@ -197,6 +197,8 @@ type timing struct {
 	ReadinessProbeGap time.Duration `json:"readinessProbeGap"`
 	// SLOWindow is the adapter's window of the latency percentiles.
 	SLOWindow time.Duration `json:"sloWindow"`
+	// ForecastWindow is the history the adapter's demand forecast reads.
+	ForecastWindow time.Duration `json:"forecastWindow"`
 }
 
 // newTiming is the real defaults: the HPA controller's 15 s sync and its
@@ -219,6 +221,7 @@ func newTiming(compress float64, coldStart time.Duration) timing {
 		TerminationGrace:  30 * time.Second,
 		ReadinessProbeGap: time.Duration(float64(100*time.Millisecond) * compress),
 		SLOWindow:         time.Minute,
+		ForecastWindow:    5 * time.Minute,
 	}
 }
 
