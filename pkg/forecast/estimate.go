@@ -104,7 +104,7 @@ func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
 	}
 	switch p.Method {
 	case Envelope:
-		r.Forecast = envelope(in, now, p.Horizon)
+		r.Forecast = envelope(series, in, now, p.Horizon)
 	case Holt:
 		r.Forecast = holt(in, now, p)
 	case Staffing:
@@ -133,11 +133,11 @@ func inWindow(series []Sample, now time.Time, window time.Duration) []Sample {
 	return series[i:j]
 }
 
-// envelope is the largest demand in the last horizon (the latest sample
-// always counts).
-func envelope(in []Sample, now time.Time, horizon time.Duration) float64 {
+// envelope is the largest demand of series in the last horizon, which may
+// reach past the window (the latest sample in the window always counts).
+func envelope(series, in []Sample, now time.Time, horizon time.Duration) float64 {
 	f := in[len(in)-1].Demand
-	for _, s := range inWindow(in, now, horizon) {
+	for _, s := range inWindow(series, now, horizon) {
 		f = max(f, s.Demand)
 	}
 	return f

@@ -158,6 +158,23 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("forecast %g, want about %g", r.Forecast, want)
 		}
 	})
+	t.Run("envelope: a horizon longer than the window reaches past it", func(t *testing.T) {
+		// A burst of 40 seven minutes ago, then 10: a 5m window, an 8m horizon.
+		in := series(step, append(repeat(40, 2), repeat(10, 30)...), constant(1))
+		q := p
+		q.Method, q.Horizon = Envelope, 8*time.Minute
+		r, err := Estimate(in, last(in), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Forecast != 40 {
+			t.Errorf("forecast %g, want the burst of 40 within the 8m horizon", r.Forecast)
+		}
+		q.Horizon = 5 * time.Minute
+		if r, _ := Estimate(in, last(in), q); r.Forecast != 10 {
+			t.Errorf("forecast %g with a 5m horizon, want 10", r.Forecast)
+		}
+	})
 	t.Run("samples outside the window are not read", func(t *testing.T) {
 		// An old burst, 10 minutes ago, then a steady 10.
 		in := append(series(step, []float64{100, 100, 100}, constant(1)), series(step, repeat(10, 20), constant(1))...)
