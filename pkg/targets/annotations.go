@@ -123,8 +123,9 @@ func checkServerName(name string) (string, error) {
 			return "", fmt.Errorf("annotation %s=%.64q: not a DNS name", AnnotationTLSServerName, name)
 		}
 		for i := range len(label) {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			switch c := label[i]; {
+			case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-':
+			default:
 				return "", fmt.Errorf("annotation %s=%.64q: not a DNS name", AnnotationTLSServerName, name)
 			}
 		}
