@@ -168,8 +168,10 @@ func holt(in []Sample, now time.Time, p Params) float64 {
 // plus the change in demand; for intervals of unequal length it is
 // Pearson's statistic over n−1, Σ(a−λΔt)²/(λΔt)/(n−1) with λ = Σa/ΣΔt,
 // which is the variance over the mean when the intervals are equal. I is at
-// least 1 (Poisson); it is 1, with a note, when a completions rate is
-// unknown or no arrival was seen.
+// least 1 (Poisson). An interval whose completions rate is unknown (a pod
+// just turned Ready, without a rate yet: every scale-up makes one) is left
+// out; I is 1, with a note, when fewer than two intervals are known or no
+// arrival was seen.
 func staffing(in []Sample, z float64) (float64, float64, string) {
 	d := in[len(in)-1].Demand
 	disp, note := dispersion(in)
@@ -177,15 +179,18 @@ func staffing(in []Sample, z float64) (float64, float64, string) {
 }
 
 func dispersion(in []Sample) (float64, string) {
-	n := len(in) - 1
-	arrivals := make([]float64, 0, n)
-	spans := make([]float64, 0, n)
+	arrivals := make([]float64, 0, len(in))
+	spans := make([]float64, 0, len(in))
 	var total, seconds float64
+	unknown := 0
 	for i := 1; i < len(in); i++ {
 		dt := in[i].At.Sub(in[i-1].At).Seconds()
 		c := in[i].Completions
 		if math.IsNaN(c) {
-			return 1, fmt.Sprintf("the completions rate is unknown at %s (a Ready pod had no inference_requests_per_second yet), so the dispersion is taken as 1 (Poisson)", in[i].At.UTC().Format(time.RFC3339))
+			// A pod that just turned Ready has no rate yet: this interval's
+			// arrivals are unknown, the others still measure the burstiness.
+			unknown++
+			continue
 		}
 		a := max(0, c*dt+in[i].Demand-in[i-1].Demand)
 		arrivals = append(arrivals, a)
@@ -193,7 +198,14 @@ func dispersion(in []Sample) (float64, string) {
 		total += a
 		seconds += dt
 	}
-	if total <= 0 || seconds <= 0 || n < 2 {
+	n := len(arrivals)
+	if n < 2 {
+		if unknown > 0 {
+			return 1, fmt.Sprintf("the completions rate is unknown in %d of %d intervals (a Ready pod had no inference_requests_per_second yet), too few known to measure, so the dispersion is taken as 1 (Poisson)", unknown, len(in)-1)
+		}
+		return 1, "fewer than two intervals in the window, so the dispersion is taken as 1 (Poisson)"
+	}
+	if total <= 0 || seconds <= 0 {
 		return 1, "no arrivals in the window, so the dispersion is taken as 1 (Poisson)"
 	}
 	rate := total / seconds

@@ -109,16 +109,27 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("steady dispersion %g, want 1", steadyR.Dispersion)
 		}
 	})
-	t.Run("staffing unknown completions: a note", func(t *testing.T) {
+	t.Run("staffing unknown completions: skipped, the known intervals still measure the bursts", func(t *testing.T) {
 		q := p
 		q.Method = Staffing
-		in := series(step, repeat(10, 20), func(i int) float64 {
-			if i == 5 {
-				return math.NaN()
-			}
-			return 1
-		})
-		r, err := Estimate(in, last(in), q)
+		// A scale-up: a pod turns Ready without a rate at one sample. The
+		// bursty series' other intervals still size the headroom.
+		holed := append([]Sample(nil), burst...)
+		holed[len(holed)/2].Completions = math.NaN()
+		r, err := Estimate(holed, last(holed), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := Estimate(burst, last(burst), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Dispersion <= 2 || r.Dispersion < full.Dispersion/2 {
+			t.Errorf("dispersion %g with one unknown interval, want > 2 and near the full series' %g", r.Dispersion, full.Dispersion)
+		}
+		// Every interval unknown: nothing to measure, dispersion 1, with the reason.
+		none := series(step, repeat(10, 20), constant(math.NaN()))
+		r, err = Estimate(none, last(none), q)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -91,7 +91,9 @@ func TestSlimPodKeepsWhatTheAdapterReads(t *testing.T) {
 			CreationTimestamp: full.CreationTimestamp, DeletionTimestamp: full.DeletionTimestamp,
 		},
 		Spec:   corev1.PodSpec{NodeName: "gpu-node-3", Containers: []corev1.Container{{Name: "vllm", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}, {Name: "metrics", ContainerPort: 8001}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.3.17", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		// The Ready condition keeps when it turned: the demand forecast's
+		// automatic horizon is its time since the pod's creation.
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.3.17", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: full.Status.Conditions[3].LastTransitionTime}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slim pod (-want +got):\n%s", diff)

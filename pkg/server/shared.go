@@ -36,7 +36,15 @@ type sharedParts struct {
 	annotations map[string]map[string]string
 	owners      map[string][]metav1.OwnerReference
 	containers  map[string][]corev1.Container
-	ready       map[corev1.ConditionStatus][]corev1.PodCondition
+	ready       map[readyKey][]corev1.PodCondition
+}
+
+// readyKey is what the slim Ready condition keeps: its status and when it
+// last changed (whole seconds, as the API serializes it), from which the
+// demand forecast reads how long a replica took to start.
+type readyKey struct {
+	status corev1.ConditionStatus
+	at     int64
 }
 
 func newSharedParts() *sharedParts {
@@ -45,10 +53,7 @@ func newSharedParts() *sharedParts {
 		annotations: map[string]map[string]string{},
 		owners:      map[string][]metav1.OwnerReference{},
 		containers:  map[string][]corev1.Container{},
-		ready:       map[corev1.ConditionStatus][]corev1.PodCondition{},
-	}
-	for _, st := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown} {
-		s.ready[st] = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+		ready:       map[readyKey][]corev1.PodCondition{},
 	}
 	return s
 }
@@ -168,16 +173,29 @@ func (s *sharedParts) portContainers(p *corev1.Pod) []corev1.Container {
 	return share(s, s.containers, b.String(), out)
 }
 
-// readyCondition returns p's Ready condition alone, shared, or nil.
+// readyCondition returns p's Ready condition alone, with its status and
+// last transition time, shared, or nil. Pods of one rollout that turned
+// Ready in the same second share one copy; the table is bounded as share's.
 func (s *sharedParts) readyCondition(p *corev1.Pod) []corev1.PodCondition {
 	for _, c := range p.Status.Conditions {
 		if c.Type != corev1.PodReady {
 			continue
 		}
-		if kept, ok := s.ready[c.Status]; ok {
+		key := readyKey{status: c.Status}
+		if !c.LastTransitionTime.IsZero() {
+			key.at = c.LastTransitionTime.Unix()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if kept, ok := s.ready[key]; ok {
 			return kept
 		}
-		return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		if len(s.ready) >= maxShared {
+			clear(s.ready)
+		}
+		kept := []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+		s.ready[key] = kept
+		return kept
 	}
 	return nil
 }

@@ -165,3 +165,25 @@ func TestSharedPartsNoCrossPodAliasing(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedReadyConditionKeepsItsTime: pods that turned Ready in different
+// seconds keep their own transition time (the forecast's automatic horizon
+// reads it), pods of the same second share one copy.
+func TestSharedReadyConditionKeepsItsTime(t *testing.T) {
+	sp := newSharedParts()
+	at := func(sec int64) *corev1.Pod {
+		p := fullPod(0)
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(sec, 0)}}
+		return p
+	}
+	a, b, c := sp.readyCondition(at(100)), sp.readyCondition(at(100)), sp.readyCondition(at(160))
+	if &a[0] != &b[0] {
+		t.Error("two pods Ready in the same second hold two copies")
+	}
+	if got := c[0].LastTransitionTime.Unix(); got != 160 {
+		t.Errorf("the later pod's Ready time = %d, want 160", got)
+	}
+	if got := a[0].LastTransitionTime.Unix(); got != 100 {
+		t.Errorf("the earlier pod's Ready time = %d, want 100 (overwritten by the later one)", got)
+	}
+}

@@ -154,7 +154,7 @@ func TestInformerTransformsKeepOnlyWhatIsRead(t *testing.T) {
 			OwnerReferences: pod.OwnerReferences, CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		Spec:   corev1.PodSpec{NodeName: "gpu-node-3", Containers: []corev1.Container{{Name: "vllm", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}, {Name: "metrics", ContainerPort: 8001}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.3.17", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.3.17", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: pod.Status.Conditions[3].LastTransitionTime}}},
 	}
 	unread := fullPod(1)
 	unread.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now", "example.com/note": "x"}
