@@ -90,7 +90,7 @@ func TestSlimPodKeepsWhatTheAdapterReads(t *testing.T) {
 			Annotations:       map[string]string{targets.AnnotationScrape: "true", targets.AnnotationMaxBatchSize: "256"},
 			CreationTimestamp: full.CreationTimestamp, DeletionTimestamp: full.DeletionTimestamp,
 		},
-		Spec:   corev1.PodSpec{NodeName: "gpu-node-3", Containers: []corev1.Container{{Name: "vllm", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}, {Name: "metrics", ContainerPort: 8001}}}}},
+		Spec: corev1.PodSpec{NodeName: "gpu-node-3", Containers: []corev1.Container{{Name: "vllm", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}, {Name: "metrics", ContainerPort: 8001}}}}},
 		// The Ready condition keeps when it turned: the demand forecast's
 		// automatic horizon is its time since the pod's creation.
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.3.17", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: full.Status.Conditions[3].LastTransitionTime}}},
