@@ -71,7 +71,7 @@ func newFlagSet(cfg *config) (fs *flag.FlagSet, traces, merge *string) {
 	fs = flag.NewFlagSet("shootout", flag.ContinueOnError)
 	traces = fs.String("trace", "testdata/traces/azure-llm-2023-code.csv.gz,testdata/traces/azure-llm-2023-conv.csv.gz",
 		"Comma-separated trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), each replayed -repeats times per policy.")
-	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, fixed-peak, all, or none; or your own: NAME=fixed:N, or NAME=[KIND/]METRIC:TARGET[+[KIND/]METRIC:TARGET...][@up-window=D][@down-window=D][@min=N], an HPA on every METRIC the adapter serves (KIND pods: per-pod averageValue, the default; object or object-avg: on the Deployment, Value or AverageValue, the default for inference_demand_per_replica; external or external-avg: over the fleet's pods), its stabilization windows in simulated time, e.g. queue-1=inference_queue_size:1, demand-3=inference_demand_per_replica:3, q-gpu=inference_queue_size:3+gpu_utilization:0.6@down-window=2m.")
+	fs.StringVar(&cfg.policies, "policies", "all", "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, recipe, recipe-signal, fixed-peak, all, or none; or your own: NAME=fixed:N, or NAME=[KIND/]METRIC:TARGET[+[KIND/]METRIC:TARGET...][@up-window=D][@down-window=D][@min=N], an HPA on every METRIC the adapter serves (KIND pods: per-pod averageValue, the default; object or object-avg: on the Deployment, Value or AverageValue, the default for inference_demand_per_replica; external or external-avg: over the fleet's pods), its stabilization windows in simulated time, e.g. queue-1=inference_queue_size:1, demand-3=inference_demand_per_replica:3, q-gpu=inference_queue_size:3+gpu_utilization:0.6@down-window=2m.")
 	fs.Float64Var(&cfg.compress, "compress", 15, "Time compression: every time constant (HPA sync period, behavior windows and periods, cold start, scrape and agent intervals, termination grace, the simulator's clock) runs this many times faster. 15 keeps the HPA's whole-second fields exact.")
 	fs.DurationVar(&cfg.coldStart, "cold-start", 60*time.Second, "Model-load time of a new replica before it turns Ready, in simulated time.")
 	fs.DurationVar(&cfg.duration, "duration", 0, "Replay only the first part of each trace, in simulated time (0: all of it).")
@@ -310,7 +310,7 @@ func run(ctx context.Context, cfg config) (err error) {
 			if err != nil && (wantCapacity || probe == nil) {
 				return err
 			}
-			if pols, err = resolveProbePolicies(pols, probe, cfg.maxReplicas); err != nil {
+			if pols, err = resolveProbePolicies(pols, probe, tm, cfg.maxReplicas); err != nil {
 				return err
 			}
 			for i := range pols {

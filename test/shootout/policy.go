@@ -122,6 +122,9 @@ func defaultPolicies(maxNumSeqs, peakReplicas int) []policy {
 		{Name: "kv-80", Metric: metricKV, Target: "800m", Why: "KV-cache usage 80%"},
 		// Metric and target set by the capacity probe before the policy runs (probe.go).
 		{Name: policyCapacity, Why: "the metric and target the capacity probe recommends for the trace's mix and the SLO"},
+		// The whole HPA the capacity probe writes, as written and under every policy's behavior (sweep.go).
+		{Name: policyRecipe, Family: "recipe", probeFamily: policyRecipe, Why: "the capacity probe's recipe: the demand forecast, the queue guard and their behavior"},
+		{Name: policyRecipeSignal, Family: "forecast+queue", probeFamily: policyRecipeSignal, Why: "the recipe's metrics and targets under every policy's behavior"},
 		{Name: "fixed-peak", Fixed: peakReplicas, Why: "a fixed fleet of max-replicas, sized for the trace's peak: the upper bound on cost"},
 	}
 }

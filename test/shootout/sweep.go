@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
@@ -264,10 +266,18 @@ func readProbeFile(path string) (*probeResult, error) {
 
 // resolveProbePolicies fills in the probe-derived placeholders of pols
 // from probe.
-func resolveProbePolicies(pols []policy, probe *probeResult, maxReplicas int) ([]policy, error) {
+func resolveProbePolicies(pols []policy, probe *probeResult, tm timing, maxReplicas int) ([]policy, error) {
 	out := slices.Clone(pols)
 	for i, p := range out {
 		if p.probeFamily == "" {
+			continue
+		}
+		if p.probeFamily == policyRecipe || p.probeFamily == policyRecipeSignal {
+			np, err := recipePolicy(p.probeFamily, probe, tm, maxReplicas)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = np
 			continue
 		}
 		np, err := probePolicy(p.probeFamily, probe, maxReplicas)
@@ -277,4 +287,53 @@ func resolveProbePolicies(pols []policy, probe *probeResult, maxReplicas int) ([
 		out[i] = np
 	}
 	return out, nil
+}
+
+// The recipe policies: the whole HPA the capacity probe writes (docs/capacity.md,
+// "The recipe"), from the same probe run as every probe-derived target.
+const (
+	// policyRecipe is the recipe as written: the demand forecast at its
+	// Value target, the per-pod queue as its guard, and its behavior (the
+	// scale-down window for the shootout's cold start, at most half the
+	// replicas removed per minute).
+	policyRecipe = "recipe"
+	// policyRecipeSignal is the recipe's two metrics and targets under every
+	// policy's behavior: beside policyRecipe it tells the signal's part
+	// from the behavior's.
+	policyRecipeSignal = "recipe-signal"
+)
+
+// recipePolicy is policyRecipe or policyRecipeSignal for a probe run: the
+// recipe's HPA as capacity.NewRecipe writes it (its model load time the
+// shootout's cold start), read back as a policy file's HPA is.
+// minReplicas stays the shootout's, as for every policy.
+func recipePolicy(name string, probe *probeResult, tm timing, maxReplicas int) (policy, error) {
+	if probe == nil {
+		return policy{}, fmt.Errorf("%s: the capacity probe did not run", name)
+	}
+	r, err := capacity.NewRecipe(probe.Steps, probe.Analysis, capacity.HPAOptions{
+		Name: deploymentName, Namespace: "shootout-" + name, MinReplicas: 1, MaxReplicas: maxReplicas, ModelLoadTime: tm.ColdStart,
+	})
+	if err != nil {
+		return policy{}, fmt.Errorf("%s: %w", name, err)
+	}
+	var h autoscalingv2.HorizontalPodAutoscaler
+	if err := yaml.UnmarshalStrict([]byte(r.HPA), &h); err != nil {
+		return policy{}, fmt.Errorf("%s: reading the recipe's HPA back: %w", name, err)
+	}
+	p := hpaPolicy(h, "the capacity probe's recipe")
+	p.Name, p.Family = name, "recipe"
+	p.Spec.MinReplicas = nil
+	p.Why = fmt.Sprintf("the capacity probe's recipe: %s at %s (Value) + %s at %s per pod, scale-down window %d s",
+		r.ForecastMetric, r.ForecastQuantity, r.GuardMetric, r.GuardQuantity, r.ScaleDownWindowSeconds)
+	if name == policyRecipeSignal {
+		p.Spec.Behavior = nil
+		p.Family = "forecast+queue"
+		p.Why = fmt.Sprintf("the recipe's metrics and targets (%s at %s + %s at %s) under every policy's behavior",
+			r.ForecastMetric, r.ForecastQuantity, r.GuardMetric, r.GuardQuantity)
+	}
+	if err := validateSpec(p.Spec, maxReplicas); err != nil {
+		return policy{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return p, nil
 }

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
 )
 
 // recordedProbe is a probe result shaped as the code trace's in
@@ -130,7 +132,7 @@ func TestSweepPolicies(t *testing.T) {
 	if err != nil || len(pending) != 5 || pending[4].probeFamily != "queue" || pending[4].isHPA() {
 		t.Fatalf("pending %+v (%v)", pending, err)
 	}
-	resolved, err := resolveProbePolicies(pending, recordedProbe(), 8)
+	resolved, err := resolveProbePolicies(pending, recordedProbe(), newTiming(15, time.Minute), 8)
 	if err != nil || resolved[4].targetText() != "200m" || resolved[4].probeFamily != "" || pending[4].probeFamily != "queue" {
 		t.Errorf("resolved %+v (%v)", resolved, err)
 	}
@@ -229,5 +231,58 @@ func TestParseFlagsSweep(t *testing.T) {
 		if _, err := parseFlags(tc.args, getenv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestRecipePolicies: the recipe policies are the HPA the capacity probe
+// writes for the recorded probe: the forecast at queue + batch at capacity
+// (Value, no margin), the queue guard (at least 1), the recipe's scale-down
+// window (max(300 s, 2 × the cold start)) for recipe, every policy's
+// behavior for recipe-signal; the shootout's minReplicas for both.
+func TestRecipePolicies(t *testing.T) {
+	pending, err := selectPolicies(defaultPolicies(256, 8), policyRecipe+","+policyRecipeSignal, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cold := range []time.Duration{time.Minute, 4 * time.Minute} {
+		resolved, err := resolveProbePolicies(pending, recordedProbe(), newTiming(15, cold), 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWindow := int32(max(300, 2*cold.Seconds()))
+		for _, p := range resolved {
+			if p.Spec == nil || len(p.Spec.Metrics) != 2 {
+				t.Fatalf("%s: spec %+v, want two metrics", p.Name, p.Spec)
+			}
+			f, g := p.Spec.Metrics[0], p.Spec.Metrics[1]
+			if f.Object == nil || f.Object.Metric.Name != catalog.DemandForecastPerReplica || f.Object.Target.Value == nil || f.Object.Target.Value.String() != "2950m" || f.Object.DescribedObject != deploymentRef() {
+				t.Errorf("%s: forecast metric %+v, want %s at 2950m (queue 0.25 + batch 2.7) on the fleet's Deployment", p.Name, f, catalog.DemandForecastPerReplica)
+			}
+			if g.Pods == nil || g.Pods.Metric.Name != metricQueue || g.Pods.Target.AverageValue == nil || g.Pods.Target.AverageValue.String() != "1" {
+				t.Errorf("%s: guard %+v, want %s at 1 per pod", p.Name, g, metricQueue)
+			}
+			if p.Spec.MinReplicas != nil {
+				t.Errorf("%s: minReplicas %d, want the shootout's", p.Name, *p.Spec.MinReplicas)
+			}
+			h := hpa(p, deploymentName, 1, 8, newTiming(1, cold))
+			got := *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds
+			switch p.Name {
+			case policyRecipe:
+				if got != wantWindow {
+					t.Errorf("recipe, cold start %s: scale-down window %d s, want %d", cold, got, wantWindow)
+				}
+			case policyRecipeSignal:
+				if got != *defaultBehavior().ScaleDown.StabilizationWindowSeconds {
+					t.Errorf("recipe-signal: scale-down window %d s, want every policy's", got)
+				}
+			default:
+				t.Errorf("unexpected policy %q", p.Name)
+			}
+		}
+	}
+	notFound := recordedProbe()
+	notFound.Analysis = capacity.Analysis{CapacityStep: -1}
+	if _, err := resolveProbePolicies(pending, notFound, newTiming(15, time.Minute), 8); err == nil || !strings.Contains(err.Error(), "no step met the SLOs") {
+		t.Errorf("no capacity: error %v, want one saying no step met the SLOs", err)
 	}
 }
