@@ -1,3 +1,6 @@
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # inference-metrics-adapter
 SHELL := /bin/bash
 GO ?= go
@@ -71,13 +74,15 @@ tidy-check: ## Fail unless go.mod and go.sum (the module's and test/tools') are 
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@cd test/tools && $(GO) mod tidy -diff || { echo "test/tools/go.mod is not tidy: run (cd test/tools && go mod tidy)"; exit 1; }
 
-verify: ## gofmt, go vet, go mod tidy clean, generated files current, the dashboard and alerts lint, the release chart stamp, make lint
+verify: ## gofmt, licence headers, go vet, go mod tidy clean, generated files current, the dashboard and alerts lint, the release chart stamp, make lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^test/tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@./hack/verify-licence.sh
 	$(PROGRESS) "go vet" $(GO) vet ./...
 	@$(MAKE) --no-print-directory tidy-check
 	@echo "verify: manifests/ against the chart (the first run builds helm and the control plane, cached: minutes)"
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi
 	@echo "verify: test/helm's TestVerify* tests: the chart's Grafana dashboard and PrometheusRule (promql/parser, rulefmt); the release workflow's chart stamp (hack/stamp-chart.sh)"
+	@n=$$($(GO) test -list '^TestVerify' ./test/helm/ | grep -c '^TestVerify'); if [ "$$n" -eq 0 ]; then echo "verify: no TestVerify* test in test/helm: the chart checks would not run"; exit 1; fi
 	@bin_dir=$$(./test/tools/build.sh | tail -n1) && IMA_E2E_BIN=$$bin_dir $(PROGRESS) "dashboard, alerts, chart stamp" $(GO) test -count=1 -run '^TestVerify' ./test/helm/
 	@$(MAKE) --no-print-directory lint
 

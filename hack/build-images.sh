@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds the container images of the three binaries with docker (or podman,
 # buildah... through $CONTAINER_TOOL). Images are built by your CI; this
 # script is what it runs. Usage:

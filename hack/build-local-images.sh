@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds the three images from this repository alone, with no base image to
 # pull: the binaries are built here by the Go toolchain, with the same
 # settings as the tests' own builds (so that nothing is compiled twice), and

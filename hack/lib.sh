@@ -1,3 +1,6 @@
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Sourced by the hack/ scripts: finds helm.
 # helm: $IMA_E2E_BIN/helm when set, else `helm` on PATH when it is v3, else the
 # one test/tools/build.sh builds (cached outside the repository).

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds the pinned linters, golangci-lint and actionlint, with the Go toolchain
 # (`go install module@version`: each tool with its own go.mod, checked against
 # the checksum database), once, into a cache outside the repository keyed on

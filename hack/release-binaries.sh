@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds every command under cmd/ for each platform into OUT_DIR as
 # <binary>-<tag>-<os>-<arch>.tar.gz (the binary, LICENSE and NOTICE) and writes
 # OUT_DIR/SHA256SUMS over them. The release workflow attaches the result to the

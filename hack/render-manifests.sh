@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Renders manifests/ from the Helm chart: the plain YAML for users who do not
 # use Helm. Usage: hack/render-manifests.sh [output-dir] (default: manifests).
 #

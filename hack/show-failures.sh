@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # show-failures.sh LOG [MAX]: prints what the failed tests of a `go test -v`
 # log said, so that a failure's reason reaches a log that keeps only the
 # progress lines: each failed test's (and failed subtest's) lines, found by

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Stamps a release into a copy of the Helm chart: the chart's version and
 # appVersion become the tag without its "v" (v1.2.3 -> 1.2.3), so the images the
 # chart runs (image.tag and gpuAgent.image.tag default to appVersion) are the

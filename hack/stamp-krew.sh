@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Prints plugins/krew/inference.yaml with its placeholders filled in for a
 # release: VERSION becomes TAG, each SHA256_<OS>_<ARCH> the sha256 of
 # kubectl-inference-TAG-<os>-<arch>.tar.gz read from SHA256SUMS (as written by

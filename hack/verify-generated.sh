@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Fails when manifests/ differs from what hack/render-manifests.sh renders from
 # the chart now. Run by `make verify`.
 set -euo pipefail

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Runs a long command and, while it runs, prints a line to stderr every
 # PROGRESS_EVERY seconds (default 30) saying it is still running, so that a
 # cold build is never minutes of silence. The command's own output and exit

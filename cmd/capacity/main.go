@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command capacity measures what one replica of an OpenAI-compatible model
 // server (vLLM, inference-sim, ...) sustains under latency SLOs, and
 // recommends an HPA from it. It is its own binary, not a subcommand of the

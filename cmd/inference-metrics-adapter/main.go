@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command inference-metrics-adapter serves inference servers' queue size,
 // batch size and KV-cache usage, scraped directly from their /metrics pages,
 // through the Kubernetes custom metrics API.

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command inference-sim is a vLLM-compatible model server simulator: it
 // speaks the OpenAI completions API, queues and batches like vLLM's
 // scheduler on a virtual clock, and serves vLLM's /metrics. With

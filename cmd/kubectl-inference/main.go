@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kubectl-inference is a kubectl plugin: `kubectl inference
 // contrast` shows, per pod, GPU activity next to the model server's own
 // saturation signals, and `kubectl inference top` shows, per Deployment,

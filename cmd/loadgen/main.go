@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command loadgen drives an OpenAI-compatible server (inference-sim, vLLM)
 // with open-loop Poisson load and prints TTFT, inter-token and end-to-end
 // latency percentiles. See docs/inference-sim.md.

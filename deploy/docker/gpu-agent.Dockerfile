@@ -1,4 +1,7 @@
 # syntax=docker/dockerfile:1
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # gpu-agent: built with cgo (go-nvml loads libnvidia-ml.so.1 with dlopen), so it
 # runs on distroless/base (glibc). NVML itself is not in the image: the NVIDIA
 # container runtime mounts it. The agent runs as root because the kubelet's

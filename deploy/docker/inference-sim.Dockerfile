@@ -1,4 +1,7 @@
 # syntax=docker/dockerfile:1
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # inference-sim: a static Go binary on distroless/static, non-root.
 # Build from the repository root: docker build -f deploy/docker/inference-sim.Dockerfile .
 # The build stage runs on the builder's own platform and cross-compiles for the

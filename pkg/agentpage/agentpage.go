@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agentpage parses the gpu-agent's /metrics page (the contract in
 // docs/gpu-agent.md) into per-pod GPU signals for the adapter: per pod, the
 // number of GPUs, the mean utilization and mean SM activity over its GPUs,

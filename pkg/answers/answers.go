@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package answers keeps the metrics API's encoded answers for a moment, so
 // that many callers asking the same question share one computation.
 //

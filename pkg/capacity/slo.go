@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package capacity owns the capacity probe: it offers open-loop Poisson load
 // at a rising sequence of arrival rates to one OpenAI-compatible replica,
 // measures what each step delivered (throughput, errors, latency

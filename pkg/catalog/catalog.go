@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package catalog is the catalogue of served metrics: it names the
 // server-agnostic signals the adapter serves and how each one aggregates
 // across series, models and pods. It is the API contract of the project (see

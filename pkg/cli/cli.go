@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cli holds the flag-parsing step shared by the project's binaries:
 // parse, treat --help as a clean exit, refuse stray arguments, and tell a
 // usage error (exit status 2) from a failure (exit status 1).

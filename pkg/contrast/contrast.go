@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package contrast renders the side-by-side view of GPU activity and the
 // model server's own saturation signals, one row per pod, with a one-line
 // reading of what the two say together. It owns the reading rules and the

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package escape makes tenant text safe to print: pod, Deployment, model
 // and namespace names, scraped servers' error texts and reason phrases all
 // come from tenants, and reach logs, API error messages and terminals

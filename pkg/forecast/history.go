@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package forecast keeps bounded per-workload histories of demand and
 // estimates from them the demand a workload will have within a horizon (one
 // model-load time). It knows nothing of Kubernetes: a workload is a Key, a

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gpuagent owns the node agent's collection loop and its /metrics
 // page: every interval it reads the node's GPUs (through pkg/nvml), asks the
 // kubelet which pod holds which GPU (through pkg/podresources), and keeps the

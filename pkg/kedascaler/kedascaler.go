@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kedascaler serves KEDA's external scaler API (KEDA's
 // externalscaler.proto: IsActive, StreamIsActive, GetMetricSpec,
 // GetMetrics) over gRPC, so that a KEDA ScaledObject can scale on the

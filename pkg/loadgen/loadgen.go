@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loadgen owns the load generator used by the end-to-end tests, the
 // demo and the loadgen CLI: open-loop Poisson arrivals following a rate
 // schedule, prompt and output lengths drawn from distributions, and a

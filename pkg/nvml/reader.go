@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvml owns every call into NVIDIA's management library: it is the only
 // package of the project that imports github.com/NVIDIA/go-nvml (and so the
 // only one that uses cgo). A Reader initializes NVML, enumerates the GPUs and

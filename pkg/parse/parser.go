@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package parse reads a model server's Prometheus text /metrics page and
 // picks out the few series that carry the serving signals (queue size, batch
 // size, KV-cache usage, batch fill), the counters (tokens, requests,

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package podresources owns the agent's conversation with the kubelet's
 // pod-resources API (k8s.io/kubelet/pkg/apis/podresources/v1) over its unix
 // socket: it lists which devices the kubelet allocated to which container.

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package provider answers the custom metrics API
 // (custom.metrics.k8s.io) from memory: pods come from the informer cache,
 // values from the store. It serves every signal of package catalog for pods,

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package scrape owns fetching the /metrics pages of model servers and of
 // gpu-agents (targets of Kind GPUAgent, whose pages go to the AgentSink set
 // with Manager.SetAgentSink instead of the Sink): one loop per target at a

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package server wires the adapter together: informers, the target tracker,
 // the scraper, the store and the custom metrics provider, on top of the
 // aggregated API server of custom-metrics-apiserver, with health checks that

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package serverconfig owns the override file named by --server-config: a
 // small YAML table that maps a custom model server's series to the serving
 // signals (queue, batch, KV cache, batch fill). It reads the file once,

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim owns inference-sim: a stand-in for a vLLM model server that
 // models continuous batching (a running batch bounded by max-num-seqs and a
 // KV-cache block budget, a FIFO waiting queue, preemption by recompute) on a

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package store keeps the latest scrape outcome of every target pod: the
 // serving signals per model from the pod's own page (and the LoRA adapters a
 // vLLM page names as running or waiting: Adapter), and GPU activity from the

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package svgchart draws the project's line charts as standalone SVG: the
 // demo's run over time, the capacity probe's steps against the offered rate
 // and the shootout's policies on a shared time axis.

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package targets decides which pods are scraped. A pod is a target while it
 // is Running with an IP and either opts in with the
 // inference-metrics-adapter/scrape annotation, or is a front door (the

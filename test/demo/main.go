@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demo is `make demo`: on one machine, with nothing but this
 // repository, it starts a real control plane, a one-replica Deployment of
 // simulated vLLM servers, the inference-metrics-adapter and an HPA on

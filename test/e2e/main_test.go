@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e holds the end-to-end tests: the adapter registered as
 // custom.metrics.k8s.io on a real kube-apiserver, kube-controller-manager's
 // HPA controller scaling Deployments of simulated model servers on its

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command fleet is `make fleet`: a benchmark of the adapter against a fleet
 // of fake vLLM pods, through the real aggregator. It starts etcd,
 // kube-apiserver and kube-controller-manager (the e2e framework), serves N

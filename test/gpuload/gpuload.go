@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gpuload keeps a real NVIDIA GPU busy for the hardware checks of the
 // NVML reader and the gpu-agent (see realgpu_test.go and docs/gpu-agent.md).
 //

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package helm tests the Helm chart in deploy/helm/inference-metrics-adapter
 // without a cluster: helm lint, helm template of every ci/*-values.yaml
 // against golden files, the properties each render must have (TLS, RBAC,

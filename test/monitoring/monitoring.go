@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package monitoring takes apart the Grafana dashboard and the
 // PrometheusRule that the chart ships (monitoring.dashboard,
 // monitoring.prometheusRule): it finds them in a rendered chart, loads the

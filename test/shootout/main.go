@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command shootout is `make shootout`: it replays real LLM request traces
 // against a simulated vLLM fleet (inference-sim with the calibrated
 // llama-3-8b-a100 profile, one fake GPU per replica, a cold start before

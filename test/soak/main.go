@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command soak is `make soak`: the adapter under churn and faults on a real
 // control plane, judged from what the HPA sees. It starts etcd,
 // kube-apiserver and kube-controller-manager (the e2e framework), two

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The inference-metrics-adapter Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds the real control-plane binaries (etcd, kube-apiserver, kube-controller-manager)
 # and helm from the Go module proxy, once, into a cache outside the repository keyed on
 # this module's go.sum. Prints the bin directory on the last line of stdout.

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package tools pins the real Kubernetes control-plane binaries (kube-apiserver,

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is the gpu-agent command: its flags (Options), their checks
 // (Validate), the resolved Config, and Run.
 package app

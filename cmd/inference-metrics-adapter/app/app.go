@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is the adapter's command: flags, then options.Complete and
 // options.Validate, then the logging configuration, then options.Config, then
 // server.Run until SIGTERM or SIGINT; and its contrast subcommand, which

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is the kubectl-inference command: its subcommands (contrast,
 // top), their flags (kubectl's kubeconfig flags among them) and the loop
 // that prints once or every --watch. The values come from pkg/contrast.

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package clitest holds the checks that the commands' option tests share:
 // a table of command lines with the error each should give, and the flag
 // block a command's docs page must copy from --help.

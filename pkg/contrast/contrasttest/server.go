@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package contrasttest serves, on a loopback HTTP server, the few paths of
 // the Kubernetes API and of the aggregated custom metrics API that package
 // contrast reads: discovery of custom.metrics.k8s.io, pods and Deployments

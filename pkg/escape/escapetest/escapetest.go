@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package escapetest holds what tests need to check that tenant text
 // reaches logs, errors and terminals escaped: HasControl, and CaptureLogs to
 // read what klog wrote.

@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package podresourcestest serves the kubelet's pod-resources API (List and
 // Get) on a unix socket from a table the caller sets, for tests and the e2e
 // harness, where there is no kubelet. It is a real gRPC server: clients

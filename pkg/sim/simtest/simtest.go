@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simtest runs an in-process inference-sim on 127.0.0.1 for tests of
 // the packages that drive it (the simulator's own, the load generator's, the
 // capacity probe's).

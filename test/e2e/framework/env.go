@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package framework owns the end-to-end harness: a real control plane
 // (etcd, kube-apiserver, kube-controller-manager) on 127.0.0.1 with
 // certificates made per run, a kubelet stand-in that runs inference-sim (and

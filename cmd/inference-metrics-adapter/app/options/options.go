@@ -1,3 +1,6 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package options holds the adapter's command-line options: their defaults
 // (some following other flags: see Complete), their flags in the sections
 // --help prints, their validation, and their translation into a
