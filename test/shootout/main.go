@@ -145,7 +145,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		cfg.policies = "none"
 	}
 	if cfg.policies != "none" {
-		pols, err := selectPolicies(defaultPolicies(cfg.maxNumSeqs, cfg.maxReplicas), cfg.policies, cfg.maxReplicas)
+		pols, err := selectPolicies(defaultPolicies(cfg.maxReplicas), cfg.policies, cfg.maxReplicas)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("-policies: %w", err))
 		}

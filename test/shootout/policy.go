@@ -116,13 +116,15 @@ func (p policy) targetText() string {
 // at two typical targets, the queue at GKE's guidance, the batch just under
 // the maximum batch, the KV cache, the capacity probe's recommendation, and
 // a fixed fleet of peakReplicas.
-func defaultPolicies(maxNumSeqs, peakReplicas int) []policy {
+func defaultPolicies(peakReplicas int) []policy {
 	return []policy{
 		{Name: "gpu-80", Metric: metricGPU, Target: "800m", Why: "GPU utilization 80%: the usual CPU-style target"},
 		{Name: "gpu-60", Metric: metricGPU, Target: "600m", Why: "GPU utilization 60%: a more cautious target"},
 		{Name: "queue-3", Metric: metricQueue, Target: "3", Why: "queue size 3 per pod: the low end of GKE's 3-5 guidance"},
-		{Name: "batch-90pct", Metric: metricBatch, Target: fmt.Sprint(int(math.Floor(0.9 * float64(maxNumSeqs)))), Why: "batch size 90% of max-num-seqs: GKE's 'just under the maximum batch'"},
-		{Name: "kv-80", Metric: metricKV, Target: "800m", Why: "KV-cache usage 80%"},
+		// Targets set from the probe before they run (sweep.go): 90% of the
+		// batch, 80% of the KV-cache usage a saturated replica reaches.
+		{Name: policyBatch90, Family: "batch", probeFamily: policyBatch90, Why: "batch size 90% of what a saturated replica reaches: GKE's 'just under the maximum batch'"},
+		{Name: policyKV80, Family: "kv", probeFamily: policyKV80, Why: "KV-cache usage 80% of what a saturated replica reaches"},
 		// Metric and target set by the capacity probe before the policy runs (probe.go).
 		{Name: policyCapacity, Why: "the metric and target the capacity probe recommends for the trace's mix and the SLO"},
 		// The whole HPA the capacity probe writes, as written and under every policy's behavior (sweep.go).

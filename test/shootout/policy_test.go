@@ -13,7 +13,7 @@ import (
 )
 
 func TestSelectPolicies(t *testing.T) {
-	all := defaultPolicies(256, 8)
+	all := defaultPolicies(8)
 	tests := []struct {
 		names   string
 		want    []policy
@@ -86,7 +86,7 @@ func TestParseFlagsSelectsPolicies(t *testing.T) {
 	if diff := cmp.Diff([]string{"gpu-80", "q1"}, names); diff != "" {
 		t.Errorf("policies (-want +got):\n%s", diff)
 	}
-	if cfg, err = parseFlags(nil, getenv); err != nil || len(cfg.pols) != len(defaultPolicies(256, 8)) {
+	if cfg, err = parseFlags(nil, getenv); err != nil || len(cfg.pols) != len(defaultPolicies(8)) {
 		t.Errorf("default policies: %d (%v), want every policy", len(cfg.pols), err)
 	}
 }

@@ -97,7 +97,7 @@ func TestCapacitySLOFlag(t *testing.T) {
 }
 
 func TestDefaultPoliciesIncludeCapacity(t *testing.T) {
-	pols, err := selectPolicies(defaultPolicies(256, 8), "capacity,fixed-peak", 8)
+	pols, err := selectPolicies(defaultPolicies(8), "capacity,fixed-peak", 8)
 	if err != nil {
 		t.Fatal(err)
 	}

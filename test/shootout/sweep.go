@@ -275,6 +275,14 @@ func resolveProbePolicies(pols []policy, probe *probeResult, tm timing, maxRepli
 		if p.probeFamily == "" {
 			continue
 		}
+		if p.probeFamily == policyBatch90 || p.probeFamily == policyKV80 {
+			np, err := guidelinePolicy(p.probeFamily, probe, maxReplicas)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = np
+			continue
+		}
 		if p.probeFamily == policyRecipe || p.probeFamily == policyRecipeSignal {
 			np, err := recipePolicy(p.probeFamily, probe, tm, maxReplicas)
 			if err != nil {
@@ -338,5 +346,50 @@ func recipePolicy(name string, probe *probeResult, tm timing, maxReplicas int) (
 	if err := validateSpec(p.Spec, maxReplicas); err != nil {
 		return policy{}, fmt.Errorf("%s: %w", name, err)
 	}
+	return p, nil
+}
+
+// The guideline policies whose targets are read from the probe.
+const (
+	policyBatch90 = "batch-90pct"
+	policyKV80    = "kv-80"
+)
+
+// guidelinePolicy is batch-90pct or kv-80 on a target the signal can reach:
+// 90% of the batch, or 80% of the KV-cache usage, that a saturated replica
+// holds (the largest step mean of the probe, whose plan goes past the
+// model's saturation). With a step budget of 2,048 tokens and prompts of
+// about 2,000, a saturated replica runs about 30 requests and fills about a
+// sixth of its KV cache: 90% of max-num-seqs (230) or 80% of the cache
+// would never be reached, and the HPA would never scale.
+func guidelinePolicy(name string, probe *probeResult, maxReplicas int) (policy, error) {
+	frac, fam, what := 0.9, "batch", "batch"
+	read := func(s capacity.Signals) *float64 { return s.Batch }
+	if name == policyKV80 {
+		frac, fam, what = 0.8, "kv", "KV-cache usage"
+		read = func(s capacity.Signals) *float64 { return s.KV }
+	}
+	if probe == nil {
+		return policy{}, fmt.Errorf("%s: the capacity probe did not run", name)
+	}
+	peak, at := 0.0, -1
+	for i, st := range probe.Steps {
+		if v := read(st.Server); v != nil && *v > peak {
+			peak, at = *v, i
+		}
+	}
+	if at < 0 {
+		return policy{}, fmt.Errorf("%s: the capacity probe measured no %s above 0", name, what)
+	}
+	t := frac * peak
+	q := resource.NewMilliQuantity(max(1, int64(t*1000+0.5)), resource.DecimalSI)
+	p, err := userPolicy(name, sweepFamilies[fam]+":"+q.String(), maxReplicas)
+	if err != nil {
+		return policy{}, fmt.Errorf("%s: %w", name, err)
+	}
+	st := probe.Steps[at]
+	p.Family = fam
+	p.Why = fmt.Sprintf("%s %.0f%% of the largest the probe saw a replica hold: %.3g at %.3g req/s (step %d; the probe's plan goes past saturation)",
+		what, frac*100, peak, st.Offered, st.Index)
 	return p, nil
 }

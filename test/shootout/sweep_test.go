@@ -243,7 +243,7 @@ func TestParseFlagsSweep(t *testing.T) {
 // window (max(300 s, 2 × the cold start)) for recipe, every policy's
 // behavior for recipe-signal; the shootout's minReplicas for both.
 func TestRecipePolicies(t *testing.T) {
-	pending, err := selectPolicies(defaultPolicies(256, 8), policyRecipe+","+policyRecipeSignal, 8)
+	pending, err := selectPolicies(defaultPolicies(8), policyRecipe+","+policyRecipeSignal, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +287,36 @@ func TestRecipePolicies(t *testing.T) {
 	notFound.Analysis = capacity.Analysis{CapacityStep: -1}
 	if _, err := resolveProbePolicies(pending, notFound, newTiming(15, time.Minute), 8); err == nil || !strings.Contains(err.Error(), "no step met the SLOs") {
 		t.Errorf("no capacity: error %v, want one saying no step met the SLOs", err)
+	}
+}
+
+// TestGuidelinePolicies: batch-90pct and kv-80 are read from what a
+// saturated replica reached in the probe (the largest step mean), not from
+// max-num-seqs or a full cache, which the signal never reaches.
+func TestGuidelinePolicies(t *testing.T) {
+	pending, err := selectPolicies(defaultPolicies(8), policyBatch90+","+policyKV80, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := resolveProbePolicies(pending, recordedProbe(), newTiming(15, time.Minute), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct{ metric, target, fam string }{
+		policyBatch90: {metricBatch, "2790m", "batch"}, // 0.9 × 3.1, step 2's batch
+		policyKV80:    {metricKV, "160m", "kv"},        // 0.8 × 0.2
+	}
+	for _, p := range resolved {
+		w := want[p.Name]
+		if p.Metric != w.metric || p.targetText() != w.target || family(p) != w.fam || !strings.Contains(p.Why, "step 2") {
+			t.Errorf("%s: metric %s target %s family %s why %q, want %s at %s (%s) naming step 2", p.Name, p.Metric, p.targetText(), family(p), p.Why, w.metric, w.target, w.fam)
+		}
+	}
+	noKV := recordedProbe()
+	for i := range noKV.Steps {
+		noKV.Steps[i].Server.KV = nil
+	}
+	if _, err := resolveProbePolicies(pending, noKV, newTiming(15, time.Minute), 8); err == nil || !strings.Contains(err.Error(), "kv-80: the capacity probe measured no KV-cache usage") {
+		t.Errorf("no KV measured: error %v, want one naming kv-80 and the KV-cache usage", err)
 	}
 }
