@@ -55,7 +55,7 @@ func roleOf(info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (s
 		switch {
 		case role != "":
 			return "", badRequest(fmt.Sprintf("%s: the metric selector names %s twice: ask for one role, e.g. %s=prefill", info.Metric, catalog.RoleSelectorLabel, catalog.RoleSelectorLabel))
-		case r.Operator() != selection.Equals && r.Operator() != selection.DoubleEquals && !(r.Operator() == selection.In && len(vals) == 1):
+		case r.Operator() != selection.Equals && r.Operator() != selection.DoubleEquals && (r.Operator() != selection.In || len(vals) != 1):
 			return "", badRequest(fmt.Sprintf("%s: the metric selector's %s must be one equality, e.g. %s=prefill (not %q)", info.Metric, catalog.RoleSelectorLabel, catalog.RoleSelectorLabel, r.String()))
 		case len(vals) != 1 || len(vals[0]) > MaxRoleLen || !roleValue.MatchString(vals[0]):
 			return "", badRequest(fmt.Sprintf("%s: the metric selector's %s value must be a label value (1 to %d letters, digits, '-', '_' or '.', starting and ending with a letter or digit), e.g. %s=prefill", info.Metric, catalog.RoleSelectorLabel, MaxRoleLen, catalog.RoleSelectorLabel))

@@ -308,7 +308,8 @@ func (w *fcWorkload) demandAndForecast() string {
 	D, F := perD*float64(n), f*float64(n)
 	implied := "-"
 	if D > 0 {
-		implied = fmt.Sprintf("%.1f", math.Pow((F-D)/fcZ, 2)/D)
+		h := (F - D) / fcZ
+		implied = fmt.Sprintf("%.1f", h*h/D)
 	}
 	return fmt.Sprintf("%d replicas (Ready + starting), demand %.2f/replica (D %.1f), forecast %.2f/replica (F %.1f), implied I %s",
 		n, perD, D, f, F, implied)
