@@ -5,7 +5,7 @@
 SHELL := /bin/bash
 GO ?= go
 # go-nvml's header marks old NVML calls deprecated; its cgo prologue would print
-# hundreds of warnings on every cold build of pkg/nvml.
+# hundreds of warnings on every cold build of pkg/nodeagent/nvml.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN := bin
 BINARIES := inference-metrics-adapter inference-sim gpu-agent loadgen capacity kubectl-inference
@@ -47,13 +47,13 @@ test: verify unit ## Everything CI runs: verify, unit tests, end-to-end tests, t
 	@$(MAKE) --no-print-directory -j2 e2e-scenarios soak-short
 
 bench: ## Benchmarks: parser vs expfmt vs floor, scrape vs bare GET, heap per 1000 targets
-	$(GO) test -run='^$$' -bench=. -benchmem -count=3 ./pkg/parse ./pkg/scrape ./pkg/store ./pkg/provider
+	$(GO) test -run='^$$' -bench=. -benchmem -count=3 ./pkg/adapter/parse ./pkg/adapter/scrape ./pkg/adapter/store ./pkg/adapter/provider
 
 # Every fuzz target, as package:Target: the parsers of what a pod, a page or
 # a file may hold (docs/parser.md#fuzzing). A finding is written to the
 # package's testdata/fuzz/<Target>/ and fails the run.
-FUZZ_TARGETS := ./pkg/parse:FuzzParse ./pkg/scrape:FuzzResponse ./pkg/scrape:FuzzResponseRoundTrip \
-	./pkg/agentpage:FuzzParse ./pkg/serverconfig:FuzzDecode ./pkg/targets:FuzzAnnotations
+FUZZ_TARGETS := ./pkg/adapter/parse:FuzzParse ./pkg/adapter/scrape:FuzzResponse ./pkg/adapter/scrape:FuzzResponseRoundTrip \
+	./pkg/adapter/agentpage:FuzzParse ./pkg/adapter/dialect:FuzzDecode ./pkg/adapter/targets:FuzzAnnotations
 # How long `make fuzz` runs each target, e.g. FUZZTIME=10m; FUZZFLAGS="-parallel=1" on a shared
 # machine. Each new input that widens coverage is minimized for at most 5s: with go test's
 # default (60s) the one worker minimizes instead of fuzzing for most of a short run.
@@ -74,10 +74,12 @@ tidy-check: ## Fail unless go.mod and go.sum (the module's and test/tools') are 
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@cd test/tools && $(GO) mod tidy -diff || { echo "test/tools/go.mod is not tidy: run (cd test/tools && go mod tidy)"; exit 1; }
 
-verify: ## gofmt, licence headers, go vet, go mod tidy clean, generated files current, the dashboard and alerts lint, the release chart stamp, make lint
+verify: ## gofmt, licence headers, go vet, import rules, go mod tidy clean, generated files current, the dashboard and alerts lint, the release chart stamp, make lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^test/tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@./hack/verify-licence.sh
 	$(PROGRESS) "go vet" $(GO) vet ./...
+	@echo "verify: import rules (test/layout): the adapter binary reaches no tool or node-agent package, the gpu-agent none of the adapter's, no command imports another"
+	@$(GO) test -count=1 -run '^TestVerify' ./test/layout/
 	@$(MAKE) --no-print-directory tidy-check
 	@echo "verify: manifests/ against the chart (the first run builds helm and the control plane, cached: minutes)"
 	@if [ -x hack/verify-generated.sh ]; then ./hack/verify-generated.sh; fi

@@ -16,13 +16,13 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli/clitest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
 )
 
 // recorded is a probe's --json output, recorded on the shootout's code trace.
-const recorded = "../../pkg/capacity/testdata/probe-code-trace.json"
+const recorded = "../../pkg/tools/capacity/testdata/probe-code-trace.json"
 
 func TestConfig(t *testing.T) {
 	dir := t.TempDir()

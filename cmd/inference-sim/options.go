@@ -16,7 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
 )
 
 // options are the command-line flags of inference-sim.

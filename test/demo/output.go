@@ -10,7 +10,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/svgchart"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/svgchart"
 )
 
 func nan() float64 { return math.NaN() }

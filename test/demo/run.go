@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 

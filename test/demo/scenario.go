@@ -12,8 +12,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
 // recorder is an http.RoundTripper for the load generator's client that

@@ -85,7 +85,7 @@ func TestDocLinks(t *testing.T) {
 func TestHeadingAnchor(t *testing.T) {
 	tests := []struct{ heading, want string }{
 		{"Fleet benchmark", "fleet-benchmark"},
-		{"Parsing one page (`pkg/parse`)", "parsing-one-page-pkgparse"},
+		{"Parsing one page (`pkg/adapter/parse`)", "parsing-one-page-pkgadapterparse"},
 		{"Resyncs that skip a steady fleet, and memory (2026-12-01, later)", "resyncs-that-skip-a-steady-fleet-and-memory-2026-12-01-later"},
 		{"Images without a registry: `make images-local`", "images-without-a-registry-make-images-local"},
 		{"The API port's NetworkPolicy", "the-api-ports-networkpolicy"},

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 

@@ -126,7 +126,7 @@ func TestGPUContrast(t *testing.T) {
 
 	// The contrast view, over the pods of both Deployments.
 	out, err := runContrast(e, ns, gpuScenarioLabel+"=gpu-contrast", gpuStartReplicas+gpuMaxReplicas)
-	t.Logf("inference-metrics-adapter contrast -n %s -l %s=gpu-contrast:\n%s", ns, gpuScenarioLabel, out)
+	t.Logf("kubectl-inference contrast -n %s -l %s=gpu-contrast:\n%s", ns, gpuScenarioLabel, out)
 	if err != nil {
 		t.Error(err)
 	}
@@ -405,17 +405,26 @@ func logTwoHPATable(t *testing.T, rows []twoHPARow, queueName, gpuName string) {
 	t.Log(b.String())
 }
 
-// runContrast runs `inference-metrics-adapter contrast` as the admin until
-// its table has want rows, each with GPU UTIL 100%, QUEUE 0 and a reading
-// that says headroom (at most 30 s), and returns its last output.
+// runContrast builds cmd/kubectl-inference and runs its contrast command as
+// the admin until its table has want rows, each with GPU UTIL 100%, QUEUE 0
+// and a reading that says headroom (at most 30 s after the build), and
+// returns its last output.
 func runContrast(e *framework.Environment, ns, selector string, want int) (string, error) {
-	// Setup builds every command into Dir/bin.
-	bin := filepath.Join(e.Dir, "bin", framework.ComponentAdapter)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer bcancel()
+	bin, err := framework.BuildCommand(bctx, root, filepath.Join(e.Dir, "bin"), "kubectl-inference")
+	if err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out string
 	var problem error
-	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
 		defer rcancel()
 		cmd := exec.CommandContext(rctx, bin, "contrast", "-n", ns, "-l", selector, "--kubeconfig", e.ControlPlane.AdminKubeconfig)

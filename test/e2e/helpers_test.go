@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/contrast"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/kubectlplugin"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
@@ -57,7 +57,7 @@ func checkPlugin(t *testing.T, e *framework.Environment, ns, selector string, wa
 	// Idle: allocated and busy are there; no request finished, so the
 	// latency percentiles and everything the SLO needs are null, while the
 	// measured rates are 0.
-	_, out, err := pollTop(ctx, bin, topArgs, func(r contrast.TopReport) error {
+	_, out, err := pollTop(ctx, bin, topArgs, func(r kubectlplugin.TopReport) error {
 		return checkIdle(r, want)
 	})
 	t.Logf("kubectl inference %v (idle):\n%s", topArgs, out)
@@ -72,7 +72,7 @@ func checkPlugin(t *testing.T, e *framework.Environment, ns, selector string, wa
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kubectl inference contrast -o json: %v: %s", err, &stderr)
 	}
-	var pods contrast.PodsReport
+	var pods kubectlplugin.PodsReport
 	if err := json.Unmarshal(stdout.Bytes(), &pods); err != nil {
 		t.Fatalf("contrast -o json: %v\n%s", err, &stdout)
 	}
@@ -100,7 +100,7 @@ func checkPlugin(t *testing.T, e *framework.Environment, ns, selector string, wa
 	}
 	defer svc.Close()
 	l := startLoad(t, svc.URL, pluginLoadRate, pluginLoadFor, pluginLoadCap)
-	loaded, out, err := pollTop(ctx, bin, topArgs, func(r contrast.TopReport) error {
+	loaded, out, err := pollTop(ctx, bin, topArgs, func(r kubectlplugin.TopReport) error {
 		return checkLoaded(r, loadOn, want[loadOn])
 	})
 	t.Logf("kubectl inference %v (under load):\n%s", topArgs, out)
@@ -134,10 +134,10 @@ func checkPlugin(t *testing.T, e *framework.Environment, ns, selector string, wa
 
 // pollTop runs the plugin until check passes (at most pluginWaitAtMost)
 // and returns its last report and output.
-func pollTop(ctx context.Context, bin string, args []string, check func(contrast.TopReport) error) (contrast.TopReport, string, error) {
+func pollTop(ctx context.Context, bin string, args []string, check func(kubectlplugin.TopReport) error) (kubectlplugin.TopReport, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, pluginWaitAtMost)
 	defer cancel()
-	var rep contrast.TopReport
+	var rep kubectlplugin.TopReport
 	var out string
 	var problem error
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
@@ -151,7 +151,7 @@ func pollTop(ctx context.Context, bin string, args []string, check func(contrast
 			return false, nil
 		}
 		out = stdout.String()
-		rep = contrast.TopReport{}
+		rep = kubectlplugin.TopReport{}
 		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 			problem = fmt.Errorf("decoding the JSON: %w", err)
 			return false, nil
@@ -165,7 +165,7 @@ func pollTop(ctx context.Context, bin string, args []string, check func(contrast
 	return rep, out, nil
 }
 
-func deployment(r contrast.TopReport, name string) *contrast.Summary {
+func deployment(r kubectlplugin.TopReport, name string) *kubectlplugin.Summary {
 	for i := range r.Deployments {
 		if r.Deployments[i].Deployment == name {
 			return &r.Deployments[i]
@@ -177,7 +177,7 @@ func deployment(r contrast.TopReport, name string) *contrast.Summary {
 // checkIdle: want[name] pods and GPUs per Deployment, all busy, SM activity
 // reported, 0 tokens/s measured (so 0 per GPU-second), no percentiles and
 // so no SLO share and no cost — null, not 0.
-func checkIdle(r contrast.TopReport, want map[string]int) error {
+func checkIdle(r kubectlplugin.TopReport, want map[string]int) error {
 	if len(r.Deployments) != len(want) {
 		return fmt.Errorf("%d Deployments, want %d", len(r.Deployments), len(want))
 	}
@@ -211,7 +211,7 @@ func checkIdle(r contrast.TopReport, want map[string]int) error {
 // checkLoaded: the loaded Deployment shows tokens and requests per second,
 // a TTFT p90, the SLO share and the cost; tokens per GPU-second is tokens
 // per second over its GPUs.
-func checkLoaded(r contrast.TopReport, name string, gpus int) error {
+func checkLoaded(r kubectlplugin.TopReport, name string, gpus int) error {
 	d := deployment(r, name)
 	switch {
 	case d == nil:

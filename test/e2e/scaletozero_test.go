@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/targets"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 

@@ -6,7 +6,7 @@
 // kube-apiserver and kube-controller-manager (the e2e framework), serves N
 // fake pods on loopback addresses 127.2.x.y:8000 from one or more child
 // processes of its own binary (each page is the vLLM V1 fixture of
-// pkg/parse/testdata with the pod's own vllm:num_requests_waiting, which
+// pkg/adapter/parse/testdata with the pod's own vllm:num_requests_waiting, which
 // changes on command), creates N Running pods in the API server, starts the
 // adapter registered through its APIService, and measures:
 //

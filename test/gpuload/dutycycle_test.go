@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
 )
 
 // cycle runs the kernel on blocks blocks for on of every period until d has

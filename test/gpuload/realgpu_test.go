@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/gpu-agent/app"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/podresources/podresourcestest"
 )
 
 // These tests need a real NVIDIA GPU, its driver (libnvidia-ml.so.1 and

@@ -83,7 +83,7 @@ var OtherSeries = map[string]Source{
 	"trtllm_num_requests_waiting": SourceModelServer,
 	"trtllm_num_requests_running": SourceModelServer,
 	"trtllm_kv_cache_utilization": SourceModelServer,
-	// pkg/agentpage's per-GPU utilization, labelled with the workload pod.
+	// pkg/adapter/agentpage's per-GPU utilization, labelled with the workload pod.
 	"gpu_agent_gpu_utilization_ratio": SourceGPUAgent,
 }
 

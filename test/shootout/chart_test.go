@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
 // TestSVGChart: names (trace, policy) are escaped and read back; a minute

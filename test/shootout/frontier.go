@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/svgchart"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/svgchart"
 )
 
 // summaryOf is r without the fleet samples and the per-request records:

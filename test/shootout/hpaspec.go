@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
 )
 
 // nameRE is a policy name: it names a namespace (shootout-NAME) and files.

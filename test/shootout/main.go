@@ -27,9 +27,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 

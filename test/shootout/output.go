@@ -18,8 +18,8 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/svgchart"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/svgchart"
 )
 
 // report is everything written for one trace.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Metric names of the adapter (pkg/catalog).
+// Metric names of the adapter (pkg/adapter/catalog).
 const (
 	metricGPU   = "gpu_utilization"
 	metricQueue = "inference_queue_size"

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
 )
 
 // policyCapacity is the policy whose metric and target come from the
@@ -151,7 +151,7 @@ func probeCapacity(ctx context.Context, cfg config, tm timing, traceName string,
 		Metric: capacity.MetricAuto, Margin: 0.2, Name: deploymentName, MinReplicas: cfg.minReplicas, MaxReplicas: cfg.maxReplicas,
 	}, false)
 	res := &probeResult{
-		How: fmt.Sprintf("capacity probe (pkg/capacity, as `capacity` runs it) against one inference-sim --profile %s at --time-scale %g on 127.0.0.1, "+
+		How: fmt.Sprintf("capacity probe (pkg/tools/capacity, as `capacity` runs it) against one inference-sim --profile %s at --time-scale %g on 127.0.0.1, "+
 			"with the trace's request mix and the SLO %s; recommendation with --hpa-metric auto and --margin 0.2",
 			sim.ProfileLlama3_8BA100, tm.Compress, cfg.capacitySLO),
 		Setup: setup, Steps: rep.Steps, Analysis: rep.Analysis, Recommendation: rep.Recommendation,

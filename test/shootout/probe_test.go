@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
 func TestProbeMix(t *testing.T) {

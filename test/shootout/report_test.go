@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
 const ms = time.Millisecond

@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/loadgen"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/sim"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
 )
 
 // sweepFamilies maps each family of -sweep to the metric term its policies

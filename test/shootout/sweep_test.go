@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/capacity"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
 )
 
 // recordedProbe is a probe result shaped as the code trace's in

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/gpuagent"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/gpuagent"
 )
 
 const docPath = "../../../docs/gpu-agent.md"

@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/gpuagent"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/gpuagent"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/podresources"
 )
 
 // Options are the gpu-agent's flags.

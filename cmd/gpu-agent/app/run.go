@@ -20,9 +20,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/gpuagent"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/gpuagent"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/podresources"
 )
 
 // shutdownTimeout bounds how long Run waits for in-flight requests on exit.

@@ -22,10 +22,10 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/agentpage"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/catalog"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/agentpage"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/podresources/podresourcestest"
 )
 
 func get(t *testing.T, url string) (int, []byte) {
@@ -44,7 +44,7 @@ func get(t *testing.T, url string) (int, []byte) {
 }
 
 // The agent run in-process on the fake H100 backend, with a real
-// pod-resources server: its page, parsed by pkg/agentpage, shows the pod's
+// pod-resources server: its page, parsed by pkg/adapter/agentpage, shows the pod's
 // GPUs fully busy.
 func TestRunFakeBackend(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "kubelet.sock")

@@ -3,8 +3,7 @@
 
 // Package app is the adapter's command: flags, then options.Complete and
 // options.Validate, then the logging configuration, then options.Config, then
-// server.Run until SIGTERM or SIGINT; and its contrast subcommand, which
-// prints GPU activity next to the serving signals.
+// server.Run until SIGTERM or SIGINT.
 package app
 
 import (
@@ -21,16 +20,15 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/inference-metrics-adapter/app/options"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/server"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
 )
 
 // usage heads --help, above the flags printed section by section.
 const usage = `Usage: inference-metrics-adapter [flags]
-       inference-metrics-adapter contrast -n NAMESPACE -l SELECTOR [flags]
 
 Serves inference servers' queue size, batch size, KV-cache usage, token and request rates and latency percentiles through custom.metrics.k8s.io.
-The contrast command shows GPU activity next to those signals, per pod.
+GPU activity next to those signals, per pod: kubectl inference contrast (the kubectl-inference plugin).
 `
 
 // helpColumns is the width --help wraps flag descriptions to: 0, one line
@@ -49,7 +47,10 @@ func newFlagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
 // Main runs the adapter with args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "contrast" {
-		return contrastMain(args[1:], stdout, stderr)
+		// The command lives in the kubectl-inference plugin, so that the
+		// adapter's binary carries none of the tools' code.
+		fmt.Fprintln(stderr, "error: the contrast command is the kubectl-inference plugin's: run `kubectl inference contrast -n NAMESPACE -l SELECTOR` (or the kubectl-inference binary)")
+		return 2
 	}
 	o := options.NewOptions()
 	fss := o.Flags()

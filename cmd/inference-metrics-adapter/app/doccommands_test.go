@@ -5,10 +5,8 @@ package app
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/inference-metrics-adapter/app/options"
@@ -19,8 +17,7 @@ import (
 // TestDocCommands: every inference-metrics-adapter command line in README.md
 // and docs/ passes Main's steps up to the server's start (parse, Complete,
 // Validate, Config) as a user outside a cluster would run it: no
-// POD_NAMESPACE and no service account. The contrast subcommand runs up to
-// loading the kubeconfig, which here is none.
+// POD_NAMESPACE and no service account.
 func TestDocCommands(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	home := t.TempDir()
@@ -32,13 +29,6 @@ func TestDocCommands(t *testing.T) {
 
 // acceptFlags takes args through Main's steps before server.Run.
 func acceptFlags(args []string) error {
-	if len(args) > 0 && args[0] == "contrast" {
-		var stderr strings.Builder
-		if code := contrastMain(args[1:], io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "loading kubeconfig") {
-			return fmt.Errorf("exit %d, not 1 at loading the kubeconfig: %s", code, stderr.String())
-		}
-		return nil
-	}
 	o := options.NewOptions()
 	fs := newFlagSet(o.Flags())
 	fs.SetOutput(io.Discard)

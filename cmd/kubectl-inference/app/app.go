@@ -3,7 +3,7 @@
 
 // Package app is the kubectl-inference command: its subcommands (contrast,
 // top), their flags (kubectl's kubeconfig flags among them) and the loop
-// that prints once or every --watch. The values come from pkg/contrast.
+// that prints once or every --watch. The values come from pkg/tools/kubectlplugin.
 package app
 
 import (
@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/contrast"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/escape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/kubectlplugin"
 )
 
 const usage = `Usage: kubectl inference COMMAND [flags]
@@ -151,13 +151,13 @@ func parse(prog, summary string, fs, kube *pflag.FlagSet, args []string, check f
 // run prints once, or every c.watch until SIGINT or SIGTERM. A failed
 // round ends a single print with exit 1 and is reported and retried when
 // watching.
-func run(c *common, stdout, stderr io.Writer, header func() string, once func(ctx context.Context, client *contrast.Client, ns string) error) int {
+func run(c *common, stdout, stderr io.Writer, header func() string, once func(ctx context.Context, client *kubectlplugin.Client, ns string) error) int {
 	cfg, ns, err := c.config()
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1
 	}
-	client, err := contrast.NewClient(cfg)
+	client, err := kubectlplugin.NewClient(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1
@@ -210,22 +210,22 @@ func Contrast(prog string, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	return run(&c, stdout, stderr, func() string { return ", pods " + c.selector },
-		func(ctx context.Context, client *contrast.Client, ns string) error {
+		func(ctx context.Context, client *kubectlplugin.Client, ns string) error {
 			rows, err := client.Pods(ctx, ns, c.selector)
 			if err != nil {
 				return err
 			}
 			if c.output == "json" {
-				return contrast.WriteJSON(stdout, contrast.NewPodsReport(ns, c.selector, rows))
+				return kubectlplugin.WriteJSON(stdout, kubectlplugin.NewPodsReport(ns, c.selector, rows))
 			}
-			return contrast.Write(stdout, rows)
+			return kubectlplugin.Write(stdout, rows)
 		})
 }
 
 // Top runs the top command.
 func Top(prog string, args []string, stdout, stderr io.Writer) int {
 	var c common
-	var slo contrast.SLO
+	var slo kubectlplugin.SLO
 	var price float64
 	var openCostURL, openCostWindow string
 	fs := pflag.NewFlagSet("top", pflag.ContinueOnError)
@@ -272,22 +272,22 @@ func Top(prog string, args []string, stdout, stderr io.Writer) int {
 			return ", every Deployment"
 		}
 		return ", Deployments " + c.selector
-	}, func(ctx context.Context, client *contrast.Client, ns string) error {
+	}, func(ctx context.Context, client *kubectlplugin.Client, ns string) error {
 		ws, err := client.Deployments(ctx, ns, c.selector)
 		if err != nil {
 			return err
 		}
-		pricing := contrast.Pricing{GPUHourPrice: price}
+		pricing := kubectlplugin.Pricing{GPUHourPrice: price}
 		var costs map[string]float64
 		if openCostURL != "" {
-			pricing.OpenCost = &contrast.OpenCost{URL: openCostURL, Window: openCostWindow, Client: &http.Client{Timeout: c.requestTimeout()}}
+			pricing.OpenCost = &kubectlplugin.OpenCost{URL: openCostURL, Window: openCostWindow, Client: &http.Client{Timeout: c.requestTimeout()}}
 			if costs, err = pricing.OpenCost.DeploymentCosts(ctx, ns); err != nil {
 				return err
 			}
 		}
-		rows := make([]contrast.Summary, 0, len(ws))
+		rows := make([]kubectlplugin.Summary, 0, len(ws))
 		for _, w := range ws {
-			row := contrast.Summarize(w, slo, price)
+			row := kubectlplugin.Summarize(w, slo, price)
 			if pricing.OpenCost != nil {
 				if perSecond, ok := costs[w.Name]; ok {
 					row.PriceAt(perSecond)
@@ -301,12 +301,12 @@ func Top(prog string, args []string, stdout, stderr io.Writer) int {
 			rows = append(rows, row)
 		}
 		if c.output == "json" {
-			return contrast.WriteJSON(stdout, contrast.NewTopReport(ns, c.selector, slo, pricing, rows))
+			return kubectlplugin.WriteJSON(stdout, kubectlplugin.NewTopReport(ns, c.selector, slo, pricing, rows))
 		}
 		if len(rows) == 0 {
 			fmt.Fprintf(stderr, "No Deployments match %q in namespace %s.\n", c.selector, ns)
 			return nil
 		}
-		return contrast.WriteTop(stdout, rows, slo, pricing)
+		return kubectlplugin.WriteTop(stdout, rows, slo, pricing)
 	})
 }

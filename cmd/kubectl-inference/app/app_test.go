@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/contrast/contrasttest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/kubectlplugin/kubectlplugintest"
 )
 
 func TestUsage(t *testing.T) {
@@ -62,10 +62,10 @@ func TestUsage(t *testing.T) {
 // TestCommandsJSON runs both commands against the stand-in API through a
 // kubeconfig, as kubectl would run the plugin, and reads their JSON.
 func TestCommandsJSON(t *testing.T) {
-	s := contrasttest.New(t)
+	s := kubectlplugintest.New(t)
 	lbls := map[string]string{"app": "llm"}
-	s.Deployments = append(s.Deployments, contrasttest.Deployment("llm", lbls, lbls))
-	s.Pods = append(s.Pods, contrasttest.Pod("llm-a", lbls, 1), contrasttest.Pod("llm-b", lbls, 1))
+	s.Deployments = append(s.Deployments, kubectlplugintest.Deployment("llm", lbls, lbls))
+	s.Pods = append(s.Pods, kubectlplugintest.Pod("llm-a", lbls, 1), kubectlplugintest.Pod("llm-b", lbls, 1))
 	s.PodValues["gpu_utilization"] = map[string]float64{"llm-a": 1, "llm-b": 0.5}
 	s.PodValues["inference_queue_size"] = map[string]float64{"llm-a": 2, "llm-b": 0}
 	s.DeploymentValues["inference_generation_tokens_per_second"] = map[string]float64{"llm": 50}
@@ -90,7 +90,7 @@ func TestCommandsJSON(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &top); err != nil {
 		t.Fatalf("top -o json: %v\n%s", err, &stdout)
 	}
-	if top.Namespace != contrasttest.Namespace || len(top.Deployments) != 1 {
+	if top.Namespace != kubectlplugintest.Namespace || len(top.Deployments) != 1 {
 		t.Fatalf("top -o json: want the kubeconfig context's namespace and one Deployment:\n%s", &stdout)
 	}
 	d := top.Deployments[0]
@@ -101,7 +101,7 @@ func TestCommandsJSON(t *testing.T) {
 	}
 
 	stdout.Reset()
-	if code := Main([]string{"contrast", "-l", "app=llm", "-o", "json", "--kubeconfig", kubeconfig, "-n", contrasttest.Namespace}, &stdout, &stderr); code != 0 {
+	if code := Main([]string{"contrast", "-l", "app=llm", "-o", "json", "--kubeconfig", kubeconfig, "-n", kubectlplugintest.Namespace}, &stdout, &stderr); code != 0 {
 		t.Fatalf("contrast: exit %d: %s", code, &stderr)
 	}
 	var pods struct {
@@ -131,7 +131,7 @@ func TestCommandsJSON(t *testing.T) {
 
 // TestUnreachable: a dead API server is exit 1 with the error.
 func TestUnreachable(t *testing.T) {
-	s := contrasttest.New(t)
+	s := kubectlplugintest.New(t)
 	kubeconfig := s.Kubeconfig(t, t.TempDir())
 	s.Fail = 503
 	var stdout, stderr bytes.Buffer
@@ -143,7 +143,7 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("stderr: %s", &stderr)
 	}
 	lbls := map[string]string{"app": "llm"}
-	s.Pods = append(s.Pods, contrasttest.Pod("llm-a", lbls, 1))
+	s.Pods = append(s.Pods, kubectlplugintest.Pod("llm-a", lbls, 1))
 	stderr.Reset()
 	if code := Main([]string{"contrast", "-l", "app=llm", "--kubeconfig", kubeconfig}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "failing as told") {
 		t.Errorf("contrast with the metrics API failing: exit %d, stderr %s; want 1 and the API's error", code, &stderr)
@@ -155,11 +155,11 @@ func TestUnreachable(t *testing.T) {
 // answer served on 127.0.0.1), and a Deployment OpenCost does not know has
 // no cost, saying why, rather than 0.
 func TestTopWithOpenCost(t *testing.T) {
-	s := contrasttest.New(t)
+	s := kubectlplugintest.New(t)
 	lbls := map[string]string{"app": "llm"}
 	other := map[string]string{"app": "other"}
-	s.Deployments = append(s.Deployments, contrasttest.Deployment("llm", lbls, lbls), contrasttest.Deployment("other", other, other))
-	s.Pods = append(s.Pods, contrasttest.Pod("llm-a", lbls, 1), contrasttest.Pod("other-a", other, 1))
+	s.Deployments = append(s.Deployments, kubectlplugintest.Deployment("llm", lbls, lbls), kubectlplugintest.Deployment("other", other, other))
+	s.Pods = append(s.Pods, kubectlplugintest.Pod("llm-a", lbls, 1), kubectlplugintest.Pod("other-a", other, 1))
 	for _, d := range []string{"llm", "other"} {
 		for metric, v := range map[string]float64{
 			"inference_requests_per_second":             10,
@@ -175,7 +175,7 @@ func TestTopWithOpenCost(t *testing.T) {
 	}
 	kubeconfig := s.Kubeconfig(t, t.TempDir())
 	opencost := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, `{"code":200,"data":[{"%[1]s/deployment/llm":{"name":"%[1]s/deployment/llm","properties":{"namespace":%[1]q,"controllerKind":"deployment","controller":"llm"},"minutes":60,"totalCost":36}}]}`, contrasttest.Namespace)
+		fmt.Fprintf(w, `{"code":200,"data":[{"%[1]s/deployment/llm":{"name":"%[1]s/deployment/llm","properties":{"namespace":%[1]q,"controllerKind":"deployment","controller":"llm"},"minutes":60,"totalCost":36}}]}`, kubectlplugintest.Namespace)
 	}))
 	t.Cleanup(opencost.Close)
 

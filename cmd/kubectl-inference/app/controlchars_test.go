@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/contrast/contrasttest"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/escape/escapetest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/escape/escapetest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/kubectlplugin/kubectlplugintest"
 )
 
 // An error's text from the API (the adapter's reason, which quotes tenant
@@ -25,10 +25,10 @@ func TestAPIErrorsArePrintedEscaped(t *testing.T) {
 		{"top", []string{"top"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := contrasttest.New(t)
+			s := kubectlplugintest.New(t)
 			lbls := map[string]string{"app": "llm"}
-			s.Deployments = append(s.Deployments, contrasttest.Deployment("llm", lbls, lbls))
-			s.Pods = append(s.Pods, contrasttest.Pod("llm-a", lbls, 1))
+			s.Deployments = append(s.Deployments, kubectlplugintest.Deployment("llm", lbls, lbls))
+			s.Pods = append(s.Pods, kubectlplugintest.Pod("llm-a", lbls, 1))
 			s.Fail, s.FailMessage = 503, "overloaded: "+evil
 			var stdout, stderr bytes.Buffer
 			args := append(tc.args, "--kubeconfig", s.Kubeconfig(t, t.TempDir()), "--request-timeout=5s")

@@ -15,8 +15,8 @@ import (
 	"k8s.io/klog/v2"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/podresources/podresourcestest"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/podresources/podresourcestest"
 )
 
 // The stand-in node's GPUs. The kubelet stand-in plays the NVIDIA device

@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nvml"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
 )
 
 // SimImage is the container image the kubelet stand-in runs: a pod whose

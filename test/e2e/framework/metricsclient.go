@@ -38,7 +38,7 @@ const MetricsRequestTimeout = 10 * time.Second
 // client asks discovery for the group's preferred version (v1beta2 where
 // the adapter serves it, else v1beta1) and converts every answer to
 // v1beta2, so a test reads exactly what the HPA reads. The same
-// construction as pkg/contrast's client, with Services mapped too.
+// construction as pkg/tools/kubectlplugin's client, with Services mapped too.
 //
 // Tests that check the wire itself (authorization, hostile questions, a
 // 404's message, exact JSON) send raw requests instead.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/forecast"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/forecast"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/provider"
 )
 
 // TestForecastFlags: the --forecast-* flags' validation (each error names

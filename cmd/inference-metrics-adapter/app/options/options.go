@@ -25,15 +25,15 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/forecast"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/kedascaler"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/parse"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/server"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/serverconfig"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/store"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/dialect"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/forecast"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/kedascaler"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/parse"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/provider"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/scrape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/server"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/store"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/targets"
 )
 
 // Options are the adapter's settings, as set by flags.
@@ -364,7 +364,7 @@ func (o *Options) Validate() error {
 	}
 	o.servers = nil
 	if o.ServerConfig != "" {
-		servers, scrapeSettings, err := serverconfig.LoadFile(o.ServerConfig)
+		servers, scrapeSettings, err := dialect.LoadFile(o.ServerConfig)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--server-config: %w", err))
 		}
@@ -443,8 +443,8 @@ func (o *Options) Config() (*server.Config, error) {
 	servers := o.servers
 	if servers == nil && o.ServerConfig != "" { // Validate was not called
 		var err error
-		var settings map[string]serverconfig.Scrape
-		if servers, settings, err = serverconfig.LoadFile(o.ServerConfig); err != nil {
+		var settings map[string]dialect.Scrape
+		if servers, settings, err = dialect.LoadFile(o.ServerConfig); err != nil {
 			return nil, fmt.Errorf("--server-config: %w", err)
 		}
 		o.serverScrape = serverScrapeSettings(settings)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/provider"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/provider"
 )
 
 // TestRoleLabel: --role-label defaults to llm-d's label, the provider's

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/scrape"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/serverconfig"
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/targets"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/dialect"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/scrape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/targets"
 )
 
 // ScrapeTLSOptions are the flags of HTTPS scraping: how targets'
@@ -86,7 +86,7 @@ func (s *ScrapeTLSOptions) config() scrape.TLSConfig {
 
 // serverScrapeSettings turns --server-config's scheme and auth into the
 // tracker's.
-func serverScrapeSettings(in map[string]serverconfig.Scrape) map[string]targets.ScrapeSettings {
+func serverScrapeSettings(in map[string]dialect.Scrape) map[string]targets.ScrapeSettings {
 	if len(in) == 0 {
 		return nil
 	}
