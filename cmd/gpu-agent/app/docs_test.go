@@ -22,7 +22,7 @@ func TestDocsFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	help := "```\n" + Usage(NewOptions().FlagSet()) + "```\n"
+	help := "```\n" + Usage(NewOptions().Flags()) + "```\n"
 	if !strings.Contains(string(doc), help) {
 		t.Errorf("%s does not quote --help verbatim; it should contain:\n%s", docPath, help)
 	}

@@ -1,12 +1,12 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package app is the gpu-agent command: its flags (Options), their checks
-// (Validate), the resolved Config, and Run.
+// Package app is the gpu-agent command: its flags (Options, in the sections
+// --help prints), their checks (Validate), the logging configuration, the
+// resolved Config, and Run.
 package app
 
 import (
-	goflag "flag"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/gpuagent"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
@@ -32,6 +34,9 @@ type Options struct {
 	NVMLMaxRetryInterval time.Duration
 	TestingFakeNVML      string
 	MaxConnections       int
+
+	// Logging is klog's configuration: --logging-format, -v, --vmodule.
+	Logging *logsapi.LoggingConfiguration
 }
 
 // NewOptions returns the defaults.
@@ -44,36 +49,66 @@ func NewOptions() *Options {
 		ResourceNames:        []string{"nvidia.com/gpu"},
 		NVMLMaxRetryInterval: 5 * time.Minute,
 		MaxConnections:       gpuagent.DefaultServerLimits().MaxConnections,
+		Logging:              logsapi.NewLoggingConfiguration(),
 	}
 }
 
-// FlagSet returns the agent's flags bound to o, with klog's -v and -vmodule.
-func (o *Options) FlagSet() *pflag.FlagSet {
-	fs := pflag.NewFlagSet("gpu-agent", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress,
+// Flags returns the agent's flags bound to o, in the sections --help
+// prints: serving, collection, pod resources, NVML, then logging
+// (k8s.io/component-base/logs: --logging-format text or json, -v,
+// --vmodule). Call it once per Options.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	serving := section(&fss, "serving")
+	serving.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress,
 		"Address to serve /metrics and /healthz on.")
-	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections,
+	serving.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections,
 		"Most HTTP connections served at once; more wait until one closes. Requests, answers and idle connections have time limits (docs/gpu-agent.md).")
-	fs.DurationVar(&o.Interval, "interval", o.Interval,
+
+	collection := section(&fss, "collection")
+	collection.DurationVar(&o.Interval, "interval", o.Interval,
 		"Time between collections (NVML read and pod-resources List); also the window of the GPM SM activity. 1s to 5m (from 100ms with --testing-fake-nvml, for time-compressed tests).")
-	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket,
+
+	pods := section(&fss, "pod resources")
+	pods.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket,
 		"Unix socket of the kubelet pod-resources API.")
-	fs.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout,
+	pods.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout,
 		"Timeout of one pod-resources List call.")
-	fs.StringSliceVar(&o.ResourceNames, "resource-names", o.ResourceNames,
+	pods.StringSliceVar(&o.ResourceNames, "resource-names", o.ResourceNames,
 		"Extended resources whose device IDs are GPU or MIG UUIDs; an entry ending in * matches by prefix (e.g. nvidia.com/mig-*).")
-	fs.StringVar(&o.NVMLLibraryPath, "nvml-library-path", o.NVMLLibraryPath,
+
+	gpus := section(&fss, "NVML")
+	gpus.StringVar(&o.NVMLLibraryPath, "nvml-library-path", o.NVMLLibraryPath,
 		"Path of libnvidia-ml.so.1 to load; empty means the dynamic loader's search path.")
-	fs.DurationVar(&o.NVMLMaxRetryInterval, "nvml-max-retry-interval", o.NVMLMaxRetryInterval,
+	gpus.DurationVar(&o.NVMLMaxRetryInterval, "nvml-max-retry-interval", o.NVMLMaxRetryInterval,
 		"Longest wait between NVML retries after it fails (no library, no driver, no GPUs); the wait starts at --interval and doubles.")
-	fs.StringVar(&o.TestingFakeNVML, "testing-fake-nvml", o.TestingFakeNVML,
+	gpus.StringVar(&o.TestingFakeNVML, "testing-fake-nvml", o.TestingFakeNVML,
 		"FOR TESTING ONLY: serve a fake NVML backend instead of the real library, one of "+strings.Join(nvml.FakeProfiles(), ", ")+". The page labels it backend=\"testing-fake-nvml/<profile>\".")
 
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlag(klogFlags.Lookup("v"))
-	fs.AddGoFlag(klogFlags.Lookup("vmodule"))
+	logging := fss.FlagSet("logging")
+	logsapi.AddFlags(o.Logging, logging)
+	// Split output streams need the LoggingAlphaOptions feature gate, which
+	// the agent does not offer (as the adapter): --help does not list them.
+	for _, name := range []string{"log-text-split-stream", "log-text-info-buffer-size", "log-json-split-stream", "log-json-info-buffer-size"} {
+		_ = logging.MarkHidden(name)
+	}
+	return fss
+}
+
+// section is fss's flag set called name, listing its flags in the order
+// they are added.
+func section(fss *cliflag.NamedFlagSets, name string) *pflag.FlagSet {
+	fs := fss.FlagSet(name)
+	fs.SortFlags = false
+	return fs
+}
+
+// newFlagSet returns one set holding all of fss's flags, for parsing.
+func newFlagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("gpu-agent", pflag.ContinueOnError)
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
 	return fs
 }
 
@@ -121,6 +156,9 @@ func (o *Options) Validate() error {
 		if o.NVMLLibraryPath != "" {
 			errs = append(errs, "--testing-fake-nvml and --nvml-library-path exclude each other")
 		}
+	}
+	for _, err := range logsapi.Validate(o.Logging, nil, nil) {
+		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid flags:\n  %s", strings.Join(errs, "\n  "))

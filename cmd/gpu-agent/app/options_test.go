@@ -57,7 +57,7 @@ func TestValidate(t *testing.T) {
 
 func TestFlagsParse(t *testing.T) {
 	o := NewOptions()
-	fs := o.FlagSet()
+	fs := newFlagSet(o.Flags())
 	err := fs.Parse([]string{"--listen-address=127.0.0.1:1", "--interval=2s", "--resource-names=a,b/*", "--testing-fake-nvml=dgxh100", "-v=3"})
 	if err != nil {
 		t.Fatal(err)

@@ -11,12 +11,15 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
@@ -120,16 +123,23 @@ func Run(ctx context.Context, c *Config) error {
 	return err
 }
 
+// helpColumns is the width --help wraps flag descriptions to: 0, one line
+// per flag whatever the terminal, so that docs/gpu-agent.md quotes --help
+// exactly.
+const helpColumns = 0
+
 // Main runs the command with args and returns its exit code: 0 after a
 // signal-initiated shutdown or --help, 2 for bad flags, 1 for other errors.
+// Its steps: flags, Validate, the logging configuration (applied once per
+// process, before anything logs), Config, then Run until SIGTERM or SIGINT.
 func Main(args []string, stdout, stderr io.Writer) int {
-	defer klog.Flush()
 	o := NewOptions()
-	fs := o.FlagSet()
+	fss := o.Flags()
+	fs := newFlagSet(fss)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // --help prints to stdout below; pflag prints parse errors
 	if done, err := cli.Parse(fs, args); done {
-		fmt.Fprint(stdout, Usage(fs))
+		fmt.Fprint(stdout, Usage(fss))
 		return 0
 	} else if err != nil {
 		fmt.Fprintf(stderr, "%v\nRun gpu-agent --help for the flags.\n", err)
@@ -139,6 +149,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if err := logsapi.ValidateAndApply(o.Logging, nil); err != nil {
+		fmt.Fprintf(stderr, "invalid flags:\n  %v\n", err)
+		return 2
+	}
+	logs.InitLogs()
+	defer logs.FlushLogs()
 	cfg, err := o.Config()
 	if err != nil {
 		klog.ErrorS(err, "Cannot start")
@@ -153,7 +169,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// Usage is the --help text; docs/gpu-agent.md quotes it verbatim.
-func Usage(fs *pflag.FlagSet) string {
-	return "Usage: gpu-agent [flags]\n\nFlags:\n" + fs.FlagUsages()
+// Usage is the --help text, the flags section by section; docs/gpu-agent.md
+// quotes it verbatim.
+func Usage(fss cliflag.NamedFlagSets) string {
+	var b strings.Builder
+	b.WriteString("Usage: gpu-agent [flags]\n\nServes GPU activity per pod on /metrics, read through NVML and attributed with the kubelet's pod-resources API.\n")
+	cliflag.PrintSections(&b, fss, helpColumns)
+	return b.String()
 }
