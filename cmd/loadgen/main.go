@@ -7,21 +7,11 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/loadgen/app"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(cli.ExitCode(err)) // 2 for bad flags
-	}
+	os.Exit(app.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

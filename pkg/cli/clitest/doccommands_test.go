@@ -63,9 +63,9 @@ func TestParseDocCommands(t *testing.T) {
 var docCommandTests = map[string]string{
 	"inference-metrics-adapter": "cmd/inference-metrics-adapter/app",
 	"kubectl-inference":         "cmd/kubectl-inference/app",
-	"inference-sim":             "cmd/inference-sim",
-	"loadgen":                   "cmd/loadgen",
-	"capacity":                  "cmd/capacity",
+	"inference-sim":             "cmd/inference-sim/app",
+	"loadgen":                   "cmd/loadgen/app",
+	"capacity":                  "cmd/capacity/app",
 }
 
 // TestEveryDocumentedBinaryIsChecked: a command line the docs show for a

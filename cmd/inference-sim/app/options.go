@@ -1,10 +1,12 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+// Package app is the inference-sim command: its flags (Options, in
+// sections), their checks (Validate, after --profile's defaults), and the
+// server or front door it runs (Main).
+package app
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,15 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
 )
 
-// options are the command-line flags of inference-sim.
-type options struct {
+// Options are the command-line flags of inference-sim.
+type Options struct {
 	profile         string
 	listen          string
 	shutdownTimeout time.Duration
@@ -28,23 +29,33 @@ type options struct {
 	frontDoor       sim.FrontDoorConfig // front-door mode when Backend is set
 }
 
-func newOptions() *options {
-	return &options{listen: "127.0.0.1:8000", shutdownTimeout: 10 * time.Second, sim: sim.DefaultConfig(),
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{listen: "127.0.0.1:8000", shutdownTimeout: 10 * time.Second, sim: sim.DefaultConfig(),
 		frontDoor: sim.FrontDoorConfig{Pool: "pool", MaxHold: 5 * time.Minute, ProbeEvery: 100 * time.Millisecond}}
 }
 
-func (o *options) flags() *pflag.FlagSet {
-	fs := pflag.NewFlagSet("inference-sim", pflag.ContinueOnError)
-	fs.SortFlags = false
+// Flags returns inference-sim's flags bound to o, in sections: the server
+// (address, models, page format, clock), the engine (profile, batch and KV
+// limits, step time) and the front door.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
 	c := &o.sim
-	fs.StringVar(&o.profile, "profile", o.profile, "Calibrated model profile ("+strings.Join(sim.ProfileNames(), ", ")+"): sets the model name, the batch and KV limits and a step time measured on that GPU, in place of the linear step model; flags given explicitly still override the limits. Empty: the linear model of the flags below.")
+	fs := fss.FlagSet("server")
 	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the OpenAI API and /metrics on, host:port (e.g. 127.0.0.5:8000).")
 	fs.StringVar(&c.Model, "model", c.Model, "Served model name: the API's model id and the metrics' model_name label. Several comma-separated names serve several models, each with its own engine and series (vllm-v1 and sglang only).")
 	fs.StringVar(&c.LoRAAdapters, "lora-adapters", c.LoRAAdapters, "LoRA adapters served beside the base --model (a single model), comma-separated: a request whose model is an adapter runs on the base model's engine, /v1/models lists them, and vllm-v1 pages carry vllm:lora_requests_info. Empty: none.")
-	fs.IntVar(&c.MaxLoRAs, "max-loras", c.MaxLoRAs, "vLLM's --max-loras: the most distinct LoRA adapters in the running batch; a waiting request of another adapter waits.")
 	fs.StringVar(&c.MetricsFormat, "metrics-format", c.MetricsFormat, "Shape of /metrics: one of "+strings.Join(sim.Formats, ", ")+".")
+	fs.DurationVar(&c.LoadTime, "load-time", c.LoadTime, "Simulated time the server spends loading the model after it starts: until then /health, /metrics and the API answer 503.")
+	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "Run simulated time this many times faster than the wall clock; metrics stay in simulated seconds.")
+	fs.Int64Var(&c.Seed, "seed", c.Seed, "Seed of the generated text.")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "On SIGTERM or SIGINT, how long to let in-flight requests finish.")
+
+	fs = fss.FlagSet("engine")
+	fs.StringVar(&o.profile, "profile", o.profile, "Calibrated model profile ("+strings.Join(sim.ProfileNames(), ", ")+"): sets the model name, the batch and KV limits and a step time measured on that GPU, in place of the linear step model; flags given explicitly still override the limits. Empty: the linear model of this section's other flags.")
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "Maximum number of requests in the running batch.")
 	fs.IntVar(&c.MaxNumBatchedTokens, "max-num-batched-tokens", c.MaxNumBatchedTokens, "Token budget of one engine step (decode tokens plus prefill chunks).")
+	fs.IntVar(&c.MaxLoRAs, "max-loras", c.MaxLoRAs, "vLLM's --max-loras: the most distinct LoRA adapters in the running batch; a waiting request of another adapter waits.")
 	fs.IntVar(&c.NumGPUBlocks, "num-gpu-blocks", c.NumGPUBlocks, "KV-cache budget in blocks.")
 	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "Tokens per KV-cache block.")
 	fs.IntVar(&c.MaxModelLen, "max-model-len", c.MaxModelLen, "Maximum prompt plus output tokens of one request; also sets the token histograms' buckets.")
@@ -52,17 +63,16 @@ func (o *options) flags() *pflag.FlagSet {
 	fs.DurationVar(&c.PrefillPerToken, "prefill-time-per-token", c.PrefillPerToken, "Step time added per prompt token computed in the step.")
 	fs.DurationVar(&c.StepBase, "decode-time-base", c.StepBase, "Fixed time of one engine step.")
 	fs.DurationVar(&c.StepPerSeq, "decode-time-per-seq", c.StepPerSeq, "Step time added per request in the step's batch.")
-	fs.DurationVar(&c.LoadTime, "load-time", c.LoadTime, "Simulated time the server spends loading the model after it starts: until then /health, /metrics and the API answer 503.")
-	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "Run simulated time this many times faster than the wall clock; metrics stay in simulated seconds.")
-	fs.Int64Var(&c.Seed, "seed", c.Seed, "Seed of the generated text.")
+
+	fs = fss.FlagSet("front door")
 	fs.StringVar(&o.frontDoor.Backend, "front-door-backend", o.frontDoor.Backend, "Run as a front door (a router) instead of a model server: hold every request while this backend's /health does not answer 200 (e.g. a Service with no Ready pod), forward them once it does, and publish the held requests on /metrics as the Gateway API Inference Extension's endpoint picker does (inference_extension_flow_control_queue_size). Base URL, e.g. http://my-model:8000. Empty: a model server.")
 	fs.StringVar(&o.frontDoor.Pool, "front-door-pool", o.frontDoor.Pool, "Front door: the inference_pool label of its gauge.")
 	fs.DurationVar(&o.frontDoor.MaxHold, "front-door-max-hold", o.frontDoor.MaxHold, "Front door: how long one request is held at most before it is answered 503.")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "On SIGTERM or SIGINT, how long to let in-flight requests finish.")
-	return fs
+	return fss
 }
 
-func (o *options) validate() error {
+// Validate checks the options, listing every problem at once.
+func (o *Options) Validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen: %w", err))
@@ -83,11 +93,9 @@ func (o *options) validate() error {
 
 // parse parses args. With --profile, the profile's values become the
 // defaults and args are parsed again over them, so that explicit flags win.
-func parse(args []string, stdout io.Writer) (*options, bool, error) {
-	o := newOptions()
-	fs := o.flags()
-	fs.SetOutput(stdout)
-	if done, err := cli.Parse(fs, args); done || err != nil {
+func parse(args []string, stdout, stderr io.Writer) (*Options, bool, error) {
+	o := NewOptions()
+	if done, err := parseInto(o, args, stdout, stderr); done || err != nil {
 		return o, done, err
 	}
 	if o.profile == "" {
@@ -97,51 +105,18 @@ func parse(args []string, stdout io.Writer) (*options, bool, error) {
 	if err != nil {
 		return o, false, cli.Usage(fmt.Errorf("profile: %w", err))
 	}
-	o = newOptions()
+	o = NewOptions()
 	o.sim = p.Apply(o.sim)
-	fs = o.flags()
-	fs.SetOutput(stdout)
-	done, err := cli.Parse(fs, args)
+	done, err := parseInto(o, args, stdout, stderr)
 	return o, done, err
 }
 
-// run parses args, validates them and serves until ctx is done.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	o, done, err := parse(args, stdout)
-	if done || err != nil {
-		return err
-	}
-	if err := o.validate(); err != nil {
-		return cli.Usage(err)
-	}
-	if o.frontDoor.Backend != "" {
-		return runFrontDoor(ctx, o)
-	}
-	srv, err := sim.NewServer(o.sim, sim.NewScaledClock(o.sim.TimeScale))
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listening: %w", err)
-	}
-	klog.InfoS("Serving", "address", ln.Addr().String(), "models", o.sim.ModelNames(), "metricsFormat", o.sim.MetricsFormat,
-		"timeScale", o.sim.TimeScale, "profile", o.profile, "loadTime", o.sim.LoadTime, "capacityAt512x128", o.sim.Capacity(512, 128))
-	return srv.Serve(ctx, ln, o.shutdownTimeout)
-}
-
-// runFrontDoor serves o as a front door (--front-door-backend) until ctx is done.
-func runFrontDoor(ctx context.Context, o *options) error {
-	cfg := o.frontDoor
-	cfg.Model = o.sim.Model
-	fd, err := sim.NewFrontDoor(cfg)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listening: %w", err)
-	}
-	klog.InfoS("Serving as a front door", "address", ln.Addr().String(), "backend", cfg.Backend, "model", cfg.Model, "pool", cfg.Pool, "maxHold", cfg.MaxHold)
-	return fd.Serve(ctx, ln, o.shutdownTimeout)
+// parseInto parses args into o's flags; --help prints the usage and the
+// flags, section by section, on stdout.
+func parseInto(o *Options, args []string, stdout, stderr io.Writer) (bool, error) {
+	fss := o.Flags()
+	fs := cli.FlagSet("inference-sim", fss)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stdout, usage+"\n"+cli.Sections(fss)) }
+	return cli.Parse(fs, args)
 }

@@ -1,7 +1,7 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package app
 
 import (
 	"errors"
@@ -15,10 +15,10 @@ import (
 // passes run's steps before it listens (parse, with --profile, and validate).
 func TestDocCommands(t *testing.T) {
 	clitest.CheckDocCommands(t, "inference-sim", func(args []string) error {
-		o, done, err := parse(args, io.Discard)
+		o, done, err := parse(args, io.Discard, io.Discard)
 		if done || err != nil {
 			return errors.Join(errors.New("parse stopped"), err)
 		}
-		return o.validate()
+		return o.Validate()
 	})
 }

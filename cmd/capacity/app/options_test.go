@@ -1,7 +1,7 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package app
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 )
 
 // recorded is a probe's --json output, recorded on the shootout's code trace.
-const recorded = "../../pkg/tools/capacity/testdata/probe-code-trace.json"
+const recorded = "../../../pkg/tools/capacity/testdata/probe-code-trace.json"
 
 func TestConfig(t *testing.T) {
 	dir := t.TempDir()
@@ -69,8 +69,8 @@ func TestConfig(t *testing.T) {
 		{Name: "from json without steps", Args: []string{"--from-json", empty}, WantErr: "no steps in it"},
 		{Name: "from json, bad options too", Args: []string{"--from-json", recorded, "--output", "x", "--min-replicas", "0"}, WantErr: "min-replicas <= max-replicas"},
 	}, func() (*pflag.FlagSet, func() error) {
-		o := newOptions()
-		return o.flags(), func() error { _, err := o.config(); return err }
+		o := NewOptions()
+		return cli.FlagSet("capacity", o.Flags()), func() error { _, err := o.Config(); return err }
 	})
 }
 
@@ -107,7 +107,7 @@ func TestRunUnreachableAndUnknownModel(t *testing.T) {
 }
 
 func TestDocsListTheFlags(t *testing.T) {
-	clitest.DocsListFlags(t, "../../docs/capacity.md", "capacity", newOptions().flags())
+	clitest.DocsListSections(t, "../../../docs/capacity.md", "capacity", NewOptions().Flags())
 }
 
 // TestConfigRejectsNonFinite: NaN or infinite numbers are usage errors: a
@@ -121,8 +121,8 @@ func TestConfigRejectsNonFinite(t *testing.T) {
 		{Name: "infinite peak rate", Args: []string{"--rates", "1", "--peak-rate", "+Inf"}, WantErr: "peak-rate"},
 		{Name: "infinite time scale", Args: []string{"--rates", "1", "--time-scale", "Inf"}, WantErr: "time"},
 	}, func() (*pflag.FlagSet, func() error) {
-		o := newOptions()
-		return o.flags(), func() error { _, err := o.config(); return err }
+		o := NewOptions()
+		return cli.FlagSet("capacity", o.Flags()), func() error { _, err := o.Config(); return err }
 	})
 }
 

@@ -1,7 +1,7 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package app
 
 import (
 	"strings"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli/clitest"
 )
 
@@ -27,8 +28,8 @@ func TestConfig(t *testing.T) {
 		{Name: "infinite rate in a schedule", Args: []string{"--schedule", "5:10s,inf:1s"}, WantErr: "finite"},
 		{Name: "infinite time scale", Args: []string{"--time-scale", "inf"}, WantErr: "time-scale must be positive and finite"},
 	}, func() (*pflag.FlagSet, func() error) {
-		o := newOptions()
-		return o.flags(), func() error { _, err := o.config(); return err }
+		o := NewOptions()
+		return cli.FlagSet("loadgen", o.Flags()), func() error { _, err := o.Config(); return err }
 	})
 }
 
@@ -51,22 +52,22 @@ func TestConfigListsEveryProblem(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := newOptions()
-			if err := o.flags().Parse(tc.args); err != nil {
+			o := NewOptions()
+			if err := cli.FlagSet("loadgen", o.Flags()).Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			_, err := o.config()
+			_, err := o.Config()
 			if err == nil {
-				t.Fatalf("config() accepted %q", tc.args)
+				t.Fatalf("Config() accepted %q", tc.args)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("config() = %v, want it to list %q", err, w)
+					t.Errorf("Config() = %v, want it to list %q", err, w)
 				}
 			}
 			for _, n := range tc.not {
 				if strings.Contains(err.Error(), n) {
-					t.Errorf("config() = %v, want no %q", err, n)
+					t.Errorf("Config() = %v, want no %q", err, n)
 				}
 			}
 		})
@@ -74,5 +75,5 @@ func TestConfigListsEveryProblem(t *testing.T) {
 }
 
 func TestDocsListTheFlags(t *testing.T) {
-	clitest.DocsListFlags(t, "../../docs/inference-sim.md", "loadgen", newOptions().flags())
+	clitest.DocsListSections(t, "../../../docs/inference-sim.md", "loadgen", NewOptions().Flags())
 }

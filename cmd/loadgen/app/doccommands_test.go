@@ -1,7 +1,7 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package app
 
 import (
 	"errors"
@@ -16,13 +16,13 @@ import (
 // run's steps before it sends a request (parse and config).
 func TestDocCommands(t *testing.T) {
 	clitest.CheckDocCommands(t, "loadgen", func(args []string) error {
-		o := newOptions()
-		fs := o.flags()
+		o := NewOptions()
+		fs := cli.FlagSet("loadgen", o.Flags())
 		fs.SetOutput(io.Discard)
 		if done, err := cli.Parse(fs, args); done || err != nil {
 			return errors.Join(errors.New("parse stopped"), err)
 		}
-		_, err := o.config()
+		_, err := o.Config()
 		return err
 	})
 }

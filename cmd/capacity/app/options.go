@@ -1,14 +1,15 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+// Package app is the capacity command: its flags (Options, in sections),
+// their checks and the resolved Config (Options.Config), and the probe's run
+// (Main).
+package app
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,15 +17,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
-// options are the command-line flags of capacity.
-type options struct {
+// Options are the command-line flags of capacity.
+type Options struct {
 	url, metricsURL, model, endpoint string
 	rates, ramp                      string
 	warmup, window                   time.Duration
@@ -59,8 +59,9 @@ const (
 
 var outputs = []string{outputHPA, outputKEDA, outputBoth, outputSingle}
 
-func newOptions() *options {
-	return &options{
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
 		url: "http://127.0.0.1:8000", model: "meta-llama/Llama-3.1-8B-Instruct", endpoint: loadgen.EndpointCompletions,
 		warmup: 10 * time.Second, window: 30 * time.Second, minRequests: 200,
 		promptLen: "512", outputLen: "128", slo: "ttft:p90<=500ms,itl:p90<=50ms,errors<=0.1%",
@@ -71,51 +72,64 @@ func newOptions() *options {
 	}
 }
 
-func (o *options) flags() *pflag.FlagSet {
-	fs := pflag.NewFlagSet("capacity", pflag.ContinueOnError)
-	fs.SortFlags = false
+// Flags returns capacity's flags bound to o, in sections by concern: the
+// replica probed, the step plan, the load of each step, the SLOs and the
+// cost, the recommendation, and the files read and written.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("server")
 	fs.StringVar(&o.url, "url", o.url, "Base URL of one replica of the OpenAI-compatible server.")
 	fs.StringVar(&o.metricsURL, "metrics-url", o.metricsURL, "The replica's Prometheus page; empty means URL/metrics, \"none\" runs without the server's signals (and without a recommendation).")
 	fs.StringVar(&o.model, "model", o.model, "Model name sent in each request; the server must list it in GET /v1/models.")
 	fs.StringVar(&o.endpoint, "endpoint", o.endpoint, "API to drive: completions or chat.")
+	fs.Float64Var(&o.timeScale, "time-scale", o.timeScale, "The server's --time-scale (inference-sim): send that much faster and report in the server's time.")
+
+	fs = fss.FlagSet("probe plan")
 	fs.StringVar(&o.rates, "rates", o.rates, "Step plan: arrival rates in requests/s, e.g. 2,4,6,8 (or use --ramp).")
 	fs.StringVar(&o.ramp, "ramp", o.ramp, "Step plan START:STOP:STEP in requests/s, e.g. 2:20:2.")
 	fs.DurationVar(&o.warmup, "warmup", o.warmup, "Start of each step that is not measured (server time).")
 	fs.DurationVar(&o.window, "window", o.window, "Measured part of each step (server time); lengthened to hold --min-requests arrivals.")
 	fs.IntVar(&o.minRequests, "min-requests", o.minRequests, "Fewest requests a step's window must hold for its percentiles to count as stable.")
+	fs.DurationVar(&o.metricsInterval, "metrics-interval", o.metricsInterval, "How often the server's page is read during a window (server time).")
+	fs.IntVar(&o.stopAfterFailures, "stop-after-failures", o.stopAfterFailures, "End the plan after this many failing steps in a row; 0 runs every step.")
+
+	fs = fss.FlagSet("load")
 	fs.StringVar(&o.promptLen, "prompt-len", o.promptLen, "Prompt length in tokens: N, uniform:MIN:MAX, exp:MEAN[:MAX] or normal:MEAN:STDDEV.")
 	fs.StringVar(&o.outputLen, "output-len", o.outputLen, "Output length in tokens (sent as max_tokens), same forms as --prompt-len.")
 	fs.StringVar(&o.prompts, "prompts", o.prompts, "JSONL request mix, one {\"prompt\": ..., \"max_tokens\": N} per line; replaces --prompt-len and --output-len.")
-	fs.StringVar(&o.slo, "slo", o.slo, "SLOs, comma-separated: ttft:pNN<=DURATION, itl:pNN<=DURATION, e2e:pNN<=DURATION, errors<=PERCENT%.")
 	fs.Uint64Var(&o.seed, "seed", o.seed, "Seed of arrival times and lengths.")
-	fs.Float64Var(&o.timeScale, "time-scale", o.timeScale, "The server's --time-scale (inference-sim): send that much faster and report in the server's time.")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Most concurrent requests; arrivals beyond it are dropped and count as errors.")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", o.requestTimeout, "Wall-clock limit of one request; a request past it is an error.")
-	fs.DurationVar(&o.metricsInterval, "metrics-interval", o.metricsInterval, "How often the server's page is read during a window (server time).")
-	fs.IntVar(&o.stopAfterFailures, "stop-after-failures", o.stopAfterFailures, "End the plan after this many failing steps in a row; 0 runs every step.")
+
+	fs = fss.FlagSet("SLO and cost")
+	fs.StringVar(&o.slo, "slo", o.slo, "SLOs, comma-separated: ttft:pNN<=DURATION, itl:pNN<=DURATION, e2e:pNN<=DURATION, errors<=PERCENT%.")
 	fs.Float64Var(&o.price, "price-per-gpu-hour", o.price, "Price of one GPU-hour, for the cost per 1,000 requests; 0 leaves cost out.")
 	fs.IntVar(&o.gpus, "gpus-per-replica", o.gpus, "GPUs one replica uses.")
+
+	fs = fss.FlagSet("recommendation")
 	fs.StringVar(&o.output, "output", o.output, "Manifest to write: hpa (the recipe: forecast, queue guard, replicas, behavior), keda (the recipe as a KEDA ScaledObject), both (apply only one of them), or single-metric (an HPA on the queue or the batch alone).")
+	fs.StringVar(&o.hpaName, "hpa-name", o.hpaName, "Name of the HPA (or ScaledObject) and of the workload it scales.")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace written into the manifests; empty leaves it out.")
 	fs.StringVar(&o.kind, "workload-kind", o.kind, "Kind of the workload scaled, the forecast's describedObject: Deployment or StatefulSet.")
+	fs.IntVar(&o.minReplicas, "min-replicas", o.minReplicas, "minReplicas of the HPA.")
+	fs.IntVar(&o.maxReplicas, "max-replicas", o.maxReplicas, "maxReplicas of the HPA (derived from --peak-rate when that is set).")
+	fs.Float64Var(&o.peakRate, "peak-rate", o.peakRate, "Expected peak requests/s for the whole workload; sets maxReplicas = ceil(peak ÷ planning rate).")
+	fs.Float64Var(&o.margin, "margin", o.margin, "Safety margin: the single-metric target is the value observed at capacity times (1 - margin); the planning rate is capacity times (1 - margin).")
 	fs.DurationVar(&o.modelLoadTime, "model-load-time", o.modelLoadTime, "Measured time from a replica's pod creation to Ready; the scale-down window is max(300s, 2 × it).")
 	fs.StringVar(&o.method, "forecast-method", o.method, "Forecast method (the metric selector's method label): envelope, holt or staffing; empty leaves it to the adapter's default. Not with --output keda or both.")
 	fs.StringVar(&o.scaler, "keda-scaler-address", o.scaler, "The adapter's KEDA scaler port, HOST:PORT, written into the ScaledObject's triggers.")
 	fs.StringVar(&o.hpaMetric, "hpa-metric", o.hpaMetric, "Metric of the single-metric HPA: auto, inference_queue_size or inference_batch_size.")
-	fs.Float64Var(&o.margin, "margin", o.margin, "Safety margin: the single-metric target is the value observed at capacity times (1 - margin); the planning rate is capacity times (1 - margin).")
-	fs.StringVar(&o.hpaName, "hpa-name", o.hpaName, "Name of the HPA (or ScaledObject) and of the workload it scales.")
-	fs.StringVar(&o.namespace, "namespace", o.namespace, "Namespace written into the manifests; empty leaves it out.")
-	fs.IntVar(&o.minReplicas, "min-replicas", o.minReplicas, "minReplicas of the HPA.")
-	fs.IntVar(&o.maxReplicas, "max-replicas", o.maxReplicas, "maxReplicas of the HPA (derived from --peak-rate when that is set).")
-	fs.Float64Var(&o.peakRate, "peak-rate", o.peakRate, "Expected peak requests/s for the whole workload; sets maxReplicas = ceil(peak ÷ planning rate).")
+
+	fs = fss.FlagSet("files")
 	fs.StringVar(&o.fromJSON, "from-json", o.fromJSON, "Derive the recommendation from a recorded run (a --json file) instead of probing; the plan and load flags are then not used.")
 	fs.StringVar(&o.jsonOut, "json", o.jsonOut, "Write the results as JSON to this file (rewritten after every step).")
 	fs.StringVar(&o.svgOut, "svg", o.svgOut, "Write the chart as SVG to this file (rewritten after every step).")
 	fs.StringVar(&o.hpaOut, "hpa-out", o.hpaOut, "Write the manifest --output picks (YAML) to this file instead of stdout.")
-	return fs
+	return fss
 }
 
-// config is what run needs, validated.
-type config struct {
+// Config is what the run needs, from valid Options.
+type Config struct {
 	probe  capacity.Config
 	setup  capacity.Setup
 	hpa    capacity.HPAOptions
@@ -127,8 +141,9 @@ type config struct {
 	recorded *capacity.Report
 }
 
-// config validates the options and builds the run's configuration.
-func (o *options) config() (*config, error) {
+// Config validates the options, joining the problems it finds, and builds
+// the run's configuration; it reads --prompts and --from-json.
+func (o *Options) Config() (*Config, error) {
 	hpa := capacity.HPAOptions{Metric: o.hpaMetric, Margin: o.margin, Name: o.hpaName, Namespace: o.namespace,
 		MinReplicas: o.minReplicas, MaxReplicas: o.maxReplicas, PeakRate: o.peakRate,
 		Kind: o.kind, ModelLoadTime: o.modelLoadTime, Method: o.method, ScalerAddress: o.scaler}
@@ -190,7 +205,7 @@ func (o *options) config() (*config, error) {
 	for _, s := range slos {
 		sloText = append(sloText, s.String())
 	}
-	return &config{
+	return &Config{
 		probe: pc,
 		setup: capacity.Setup{URL: o.url, Model: o.model, Endpoint: o.endpoint, Mix: mix, Rates: rates,
 			Warmup: o.warmup.String(), Window: o.window.String(), SLOs: sloText, TimeScale: o.timeScale, Cost: pc.Cost},
@@ -201,7 +216,7 @@ func (o *options) config() (*config, error) {
 
 // recommendationErrors lists the problems with the flags that shape the
 // recommendation, which a recorded run (--from-json) uses too.
-func (o *options) recommendationErrors(hpa capacity.HPAOptions) []error {
+func (o *Options) recommendationErrors(hpa capacity.HPAOptions) []error {
 	var errs []error
 	if o.hpaMetric != capacity.MetricAuto && o.hpaMetric != capacity.MetricQueue && o.hpaMetric != capacity.MetricBatch {
 		errs = append(errs, fmt.Errorf("hpa-metric must be auto, %s or %s, got %q", capacity.MetricQueue, capacity.MetricBatch, o.hpaMetric))
@@ -241,7 +256,7 @@ func (o *options) recommendationErrors(hpa capacity.HPAOptions) []error {
 }
 
 // recordedConfig is the configuration of a run that reads a recorded one.
-func (o *options) recordedConfig(hpa capacity.HPAOptions, errs []error) (*config, error) {
+func (o *Options) recordedConfig(hpa capacity.HPAOptions, errs []error) (*Config, error) {
 	if o.rates != "" || o.ramp != "" {
 		errs = append(errs, errors.New("from-json derives the recommendation from a recorded run: give no --rates or --ramp"))
 	}
@@ -257,142 +272,5 @@ func (o *options) recordedConfig(hpa capacity.HPAOptions, errs []error) (*config
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &config{setup: rep.Setup, hpa: hpa, json: o.jsonOut, svg: o.svgOut, hpaOut: o.hpaOut, output: o.output, recorded: rep}, nil
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o := newOptions()
-	fs := o.flags()
-	fs.SetOutput(stdout)
-	if done, err := cli.Parse(fs, args); done || err != nil {
-		return err
-	}
-	cfg, err := o.config()
-	if err != nil {
-		return cli.Usage(err)
-	}
-	if cfg.recorded != nil {
-		rep := capacity.NewReport(cfg.setup, cfg.recorded.Steps, cfg.setup.Cost, cfg.hpa, cfg.recorded.Interrupted)
-		return cfg.finish(rep, stdout, nil, nil)
-	}
-	var writeErr error
-	onStep := func(steps []capacity.Step) {
-		_ = capacity.WriteProgress(stderr, steps[len(steps)-1], len(cfg.probe.Rates))
-		if err := cfg.write(capacity.NewReport(cfg.setup, steps, cfg.probe.Cost, cfg.hpa, true)); err != nil && writeErr == nil {
-			writeErr = err
-			_, _ = fmt.Fprintf(stderr, "capacity: %v\n", err)
-		}
-	}
-	steps, err := capacity.Run(ctx, cfg.probe, onStep)
-	interrupted := errors.Is(err, capacity.ErrInterrupted)
-	if err != nil && !interrupted {
-		if len(steps) == 0 {
-			return err
-		}
-		interrupted = true // keep what was measured
-	}
-	rep := capacity.NewReport(cfg.setup, steps, cfg.probe.Cost, cfg.hpa, interrupted)
-	var stopped error
-	if interrupted {
-		stopped = fmt.Errorf("stopped after %d steps (%w); partial results are above%s", len(steps), err, cfg.where())
-	}
-	return cfg.finish(rep, stdout, stopped, writeErr)
-}
-
-// finish writes the files, the table and the manifest --output picks, and
-// says how the run ended: stopped (an interruption) first, then no
-// capacity, then writeErr (a file that could not be written during the run).
-func (c *config) finish(rep *capacity.Report, stdout io.Writer, stopped, writeErr error) error {
-	if err := c.write(rep); err != nil {
-		return err
-	}
-	manifest := c.manifest(rep)
-	if c.hpaOut != "" && manifest != "" {
-		if err := writeFile(c.hpaOut, func(w io.Writer) error { _, e := io.WriteString(w, manifest); return e }); err != nil {
-			return err
-		}
-	}
-	if err := rep.WriteTable(stdout); err != nil {
-		return err
-	}
-	if manifest != "" && c.hpaOut == "" {
-		_, _ = fmt.Fprintf(stdout, "\n%s", manifest)
-	}
-	switch {
-	case stopped != nil:
-		return stopped
-	case !rep.Analysis.Found:
-		return fmt.Errorf("no step met the SLOs (%s)", strings.Join(rep.Analysis.Notes, "; "))
-	}
-	return writeErr
-}
-
-// manifest is the YAML --output picks; empty when there is none.
-func (c *config) manifest(rep *capacity.Report) string {
-	switch {
-	case c.output == outputSingle && rep.Recommendation != nil:
-		return rep.Recommendation.Manifest
-	case c.output == outputSingle || rep.Recipe == nil:
-		return ""
-	case c.output == outputKEDA:
-		return rep.Recipe.ScaledObject
-	case c.output == outputBoth:
-		return "# Two forms of one recipe: apply the HPA or the ScaledObject, not both (two autoscalers on one workload fight)\n" +
-			rep.Recipe.HPA + "---\n" + rep.Recipe.ScaledObject
-	}
-	return rep.Recipe.HPA
-}
-
-// where names the files written, for messages.
-func (c *config) where() string {
-	var files []string
-	for _, f := range []string{c.json, c.svg} {
-		if f != "" {
-			files = append(files, f)
-		}
-	}
-	if len(files) == 0 {
-		return ""
-	}
-	return " and in " + strings.Join(files, ", ")
-}
-
-// write writes the JSON and SVG files that were asked for.
-func (c *config) write(rep *capacity.Report) error {
-	if c.json != "" {
-		if err := writeFile(c.json, rep.WriteJSON); err != nil {
-			return err
-		}
-	}
-	if c.svg != "" {
-		if err := writeFile(c.svg, rep.WriteSVG); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeFile writes through a temporary file and renames it, so a reader
-// (or an interrupted run) never sees half a file.
-func writeFile(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if err := tmp.Chmod(0o644); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := write(tmp); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return &Config{setup: rep.Setup, hpa: hpa, json: o.jsonOut, svg: o.svgOut, hpaOut: o.hpaOut, output: o.output, recorded: rep}, nil
 }

@@ -1,7 +1,7 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package app
 
 import (
 	"context"
@@ -45,21 +45,21 @@ func TestValidate(t *testing.T) {
 		{Name: "front door never holding", Args: []string{"--front-door-backend", "http://127.0.0.1:9000", "--front-door-max-hold", "0s"}, WantErr: "max hold must be positive"},
 		{Name: "hold ignored without a front door", Args: []string{"--front-door-max-hold", "0s"}},
 	}, func() (*pflag.FlagSet, func() error) {
-		o := newOptions()
-		return o.flags(), o.validate
+		o := NewOptions()
+		return cli.FlagSet("inference-sim", o.Flags()), o.Validate
 	})
 }
 
 func TestRunRejectsBadFlagsBeforeListening(t *testing.T) {
 	var out strings.Builder
-	err := run(context.Background(), []string{"--max-num-seqs", "0", "--listen", "127.0.0.1:1"}, &out)
+	err := run(context.Background(), []string{"--max-num-seqs", "0", "--listen", "127.0.0.1:1"}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "max-num-seqs") {
 		t.Errorf("run = %v, want the validation error", err)
 	}
 	if code := cli.ExitCode(err); code != 2 {
 		t.Errorf("exit status %d for a bad flag value, want 2", code)
 	}
-	if err := run(context.Background(), []string{"--nope"}, &out); cli.ExitCode(err) != 2 {
+	if err := run(context.Background(), []string{"--nope"}, &out, &out); cli.ExitCode(err) != 2 {
 		t.Errorf("run --nope = %v: exit status %d, want 2", err, cli.ExitCode(err))
 	}
 }
@@ -67,7 +67,7 @@ func TestRunRejectsBadFlagsBeforeListening(t *testing.T) {
 // TestDocsListTheFlags fails when docs/inference-sim.md's flag block
 // differs from --help.
 func TestDocsListTheFlags(t *testing.T) {
-	clitest.DocsListFlags(t, "../../docs/inference-sim.md", "inference-sim", newOptions().flags())
+	clitest.DocsListSections(t, "../../../docs/inference-sim.md", "inference-sim", NewOptions().Flags())
 }
 
 func TestParseProfile(t *testing.T) {
@@ -87,7 +87,7 @@ func TestParseProfile(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out strings.Builder
-			o, done, err := parse(tc.args, &out)
+			o, done, err := parse(tc.args, &out, &out)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("parse = %v, want an error containing %q", err, tc.wantErr)
@@ -100,7 +100,7 @@ func TestParseProfile(t *testing.T) {
 			if o.sim.MaxNumSeqs != tc.wantSeqs || (len(o.sim.StepCurve) > 0) != tc.wantCurve || o.sim.Profile != tc.wantProfile {
 				t.Errorf("max-num-seqs %d, curve %v, profile %q; want %d, %v, %q", o.sim.MaxNumSeqs, len(o.sim.StepCurve) > 0, o.sim.Profile, tc.wantSeqs, tc.wantCurve, tc.wantProfile)
 			}
-			if err := o.validate(); err != nil {
+			if err := o.Validate(); err != nil {
 				t.Errorf("validate: %v", err)
 			}
 		})

@@ -1,23 +1,23 @@
 // Copyright The inference-metrics-adapter Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+// Package app is the loadgen command: its flags (Options, in sections),
+// their checks and the load configuration (Options.Config), and the run
+// that sends the load and prints the latencies (Main).
+package app
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
-	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 
-	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
-// options are the command-line flags of loadgen.
-type options struct {
+// Options are the command-line flags of loadgen.
+type Options struct {
 	url, model, endpoint string
 	rate                 float64
 	duration             time.Duration
@@ -29,34 +29,42 @@ type options struct {
 	requestTimeout       time.Duration
 }
 
-func newOptions() *options {
-	return &options{
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
 		url: "http://127.0.0.1:8000", model: "meta-llama/Llama-3.1-8B-Instruct", endpoint: loadgen.EndpointCompletions,
 		rate: 1, duration: 30 * time.Second, promptLen: "512", outputLen: "128", seed: 1, timeScale: 1,
 		maxInFlight: 10000, requestTimeout: 10 * time.Minute,
 	}
 }
 
-func (o *options) flags() *pflag.FlagSet {
-	fs := pflag.NewFlagSet("loadgen", pflag.ContinueOnError)
-	fs.SortFlags = false
+// Flags returns loadgen's flags bound to o, in sections: the server driven,
+// the load (arrivals) and each request.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("server")
 	fs.StringVar(&o.url, "url", o.url, "Base URL of the OpenAI-compatible server.")
 	fs.StringVar(&o.model, "model", o.model, "Model name sent in each request.")
 	fs.StringVar(&o.endpoint, "endpoint", o.endpoint, "API to drive: completions or chat.")
+	fs.Float64Var(&o.timeScale, "time-scale", o.timeScale, "The server's --time-scale: send that much faster and report latencies in the server's time.")
+
+	fs = fss.FlagSet("load")
 	fs.Float64Var(&o.rate, "rate", o.rate, "Poisson arrival rate, requests per second (ignored with --schedule).")
 	fs.DurationVar(&o.duration, "duration", o.duration, "How long to send at --rate (ignored with --schedule).")
 	fs.StringVar(&o.schedule, "schedule", o.schedule, "Rate schedule RATE:DURATION[,RATE:DURATION...], e.g. 5:30s,20:1m.")
+	fs.Uint64Var(&o.seed, "seed", o.seed, "Seed of arrival times and lengths.")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Most concurrent requests; arrivals beyond it are dropped and counted.")
+
+	fs = fss.FlagSet("request")
 	fs.StringVar(&o.promptLen, "prompt-len", o.promptLen, "Prompt length in tokens: N, uniform:MIN:MAX, exp:MEAN[:MAX] or normal:MEAN:STDDEV.")
 	fs.StringVar(&o.outputLen, "output-len", o.outputLen, "Output length in tokens (sent as max_tokens), same forms as --prompt-len.")
-	fs.Uint64Var(&o.seed, "seed", o.seed, "Seed of arrival times and lengths.")
-	fs.Float64Var(&o.timeScale, "time-scale", o.timeScale, "The server's --time-scale: send that much faster and report latencies in the server's time.")
-	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "Most concurrent requests; arrivals beyond it are dropped and counted.")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", o.requestTimeout, "Wall-clock limit of one request.")
-	return fs
+	return fss
 }
 
-// config validates the options and turns them into a load configuration.
-func (o *options) config() (loadgen.Config, error) {
+// Config validates the options, listing every problem at once, and turns
+// them into a load configuration.
+func (o *Options) Config() (loadgen.Config, error) {
 	var errs []error
 	// The rest of the configuration is validated too when a part fails to
 	// parse, over a stand-in for that part, so that every problem is listed.
@@ -99,28 +107,4 @@ func (o *options) config() (loadgen.Config, error) {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
-}
-
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	o := newOptions()
-	fs := o.flags()
-	fs.SetOutput(stdout)
-	if done, err := cli.Parse(fs, args); done || err != nil {
-		return err
-	}
-	cfg, err := o.config()
-	if err != nil {
-		return cli.Usage(err)
-	}
-	rep, err := loadgen.Run(ctx, cfg)
-	if rep != nil {
-		if werr := loadgen.Summarize(rep).Write(stdout); werr != nil {
-			return werr
-		}
-		_, _ = fmt.Fprintf(stdout, "wall time %s\n", rep.Wall.Round(time.Millisecond))
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
