@@ -184,7 +184,7 @@ const (
 // then logging. Call it once per Options.
 func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
-	o.addOwnFlags(fss.FlagSet("adapter"))
+	o.addOwnFlags(&fss)
 
 	// InstallFlags fills in the API server options and their defaults, and
 	// runs only once per AdapterBase: the adapter's Config would otherwise
@@ -249,30 +249,53 @@ func (o *Options) Complete(fs *pflag.FlagSet) {
 	}
 }
 
-// addOwnFlags registers the adapter's own flags on fs.
-func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig for reading pods and workloads. Empty means in-cluster configuration. Same as --lister-kubeconfig.")
+// addOwnFlags registers the adapter's own flags on fss, one section per
+// concern; --help lists each section's flags by name: scraping
+// (the HTTPS credentials among them), which pods are scraped and for how
+// long (targets and demand), how answers are made and served, the GPU
+// agents, the demand forecast and the KEDA port.
+func (o *Options) addOwnFlags(fss *cliflag.NamedFlagSets) {
+	fs := fss.FlagSet("scraping")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often each target pod's /metrics page is scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Time limit for one scrape of one pod. Unset, it is 3s or --scrape-interval, whichever is shorter; set, it must not exceed --scrape-interval.")
-	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "A pod whose last good scrape is older than this is left out of answers. Unset, it is 15s or three --scrape-interval, whichever is longer; set, it must be at least --scrape-interval.")
 	fs.Int64Var(&o.MaxBodySize, "max-body-size", o.MaxBodySize, "Largest /metrics page accepted, in bytes (after decompression). Larger pages fail with reason body_too_large.")
 	fs.BoolVar(&o.ScrapeGzip, "scrape-gzip", o.ScrapeGzip, "Ask model servers for gzip-compressed pages. Off by default: on-the-fly compression costs the model server CPU on every scrape. Gzip bodies sent unasked are read either way.")
 	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency, "Most background scrapes in flight at once, over all targets. Worst-case page memory is (scrape-concurrency + first-scrape-concurrency) x max-body-size.")
 	fs.IntVar(&o.NamespaceScrapeConcurrency, "scrape-concurrency-per-namespace", o.NamespaceScrapeConcurrency, "Most background scrapes the pods of one namespace hold at once, so that one namespace's slow or hanging pages cannot take every scrape worker from the others. 0 means half of --scrape-concurrency.")
 	fs.IntVar(&o.FirstScrapeConcurrency, "first-scrape-concurrency", o.FirstScrapeConcurrency, "Most first scrapes (of never-scraped pods the API is asked about) in flight at once; the pods of one namespace hold at most half of them. A pool of their own: they never delay the background scrapes.")
-	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
-	fs.StringVar(&o.RoleLabel, "role-label", defaultRoleLabel, "Pod label whose value a role=VALUE metric selector (role=prefill, role=decode) restricts a question to, for disaggregated prefill/decode serving (docs/disaggregated.md). llm-d labels its pods llm-d.ai/role.")
-	fs.DurationVar(&o.SLOWindow, "slo-window", o.SLOWindow, "Sliding window of the latency percentiles (inference_*_p50/p90/p99_seconds): they cover the requests that finished in the last window, from the servers' histogram bucket deltas. Unset, it is 1m or six --scrape-interval, whichever is longer; set, it must be between two --scrape-interval and 1h.")
-	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the latency histograms of the pods it covered parsed for this long.")
 	fs.DurationVar(&o.FirstScrapeTimeout, "first-scrape-timeout", o.FirstScrapeTimeout, "Time limit for scraping never-scraped pods when the API is first asked about them. Zero disables the first scrape: the first answer then waits for the background loop.")
-	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
-	fs.IntVar(&o.MaxSelectorsPerNamespace, "max-selectors-per-namespace", o.MaxSelectorsPerNamespace, "Most label selectors (and pods asked about by name) kept as demand per namespace; past it the least recently asked goes.")
-	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes. Unset, it is at least --max-selectors-per-namespace.")
-	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods: only DaemonSet pods there are trusted as agents. Empty means the adapter's own namespace (env POD_NAMESPACE, else the service account's namespace file). With --namespaces, this namespace is watched too.")
 	fs.StringVar(&o.ServerConfig, "server-config", o.ServerConfig, "Path to a YAML file that maps custom model servers' series to the signals (docs/servers.md). Empty means the built-in servers only.")
 	o.ScrapeTLS.addFlags(fs)
-	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
+
+	fs = fss.FlagSet("targets and demand")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig for reading pods and workloads. Empty means in-cluster configuration. Same as --lister-kubeconfig.")
+	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
+	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the latency histograms of the pods it covered parsed for this long.")
+	fs.IntVar(&o.MaxSelectorsPerNamespace, "max-selectors-per-namespace", o.MaxSelectorsPerNamespace, "Most label selectors (and pods asked about by name) kept as demand per namespace; past it the least recently asked goes.")
+	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes. Unset, it is at least --max-selectors-per-namespace.")
+
+	fs = fss.FlagSet("answers")
+	fs.DurationVar(&o.MaxAge, "max-age", o.MaxAge, "A pod whose last good scrape is older than this is left out of answers. Unset, it is 15s or three --scrape-interval, whichever is longer; set, it must be at least --scrape-interval.")
+	fs.DurationVar(&o.SLOWindow, "slo-window", o.SLOWindow, "Sliding window of the latency percentiles (inference_*_p50/p90/p99_seconds): they cover the requests that finished in the last window, from the servers' histogram bucket deltas. Unset, it is 1m or six --scrape-interval, whichever is longer; set, it must be between two --scrape-interval and 1h.")
+	fs.StringVar(&o.RoleLabel, "role-label", defaultRoleLabel, "Pod label whose value a role=VALUE metric selector (role=prefill, role=decode) restricts a question to, for disaggregated prefill/decode serving (docs/disaggregated.md). llm-d labels its pods llm-d.ai/role.")
 	fs.DurationVar(&o.AnswerCacheTTL, "answer-cache-ttl", o.AnswerCacheTTL, "How long an answer is kept and given to callers asking the same question (after each caller's authorization), so that many callers share one computation; never past --max-age of its oldest value. Unset, it is 1s or a quarter of --scrape-interval, whichever is shorter; 0 disables the cache.")
+	fs.BoolVar(&o.EnableExternal, "enable-external-metrics", o.EnableExternal, "Also serve external.metrics.k8s.io. Only one adapter in a cluster can own that API (KEDA often does).")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
+
+	fs = fss.FlagSet("GPU agent")
+	fs.StringVar(&o.GPUAgentSelector, "gpu-agent-selector", o.GPUAgentSelector, "Label selector of the gpu-agent pods whose pages carry per-pod GPU activity. Empty disables GPU metrics.")
+	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods: only DaemonSet pods there are trusted as agents. Empty means the adapter's own namespace (env POD_NAMESPACE, else the service account's namespace file). With --namespaces, this namespace is watched too.")
+
+	fs = fss.FlagSet("forecast")
+	fs.StringVar(&o.ForecastMethod, "forecast-method", o.ForecastMethod, "Estimator of inference_demand_forecast_per_replica when the metric selector names none (method=...): envelope (the largest demand in the last horizon), holt (Holt's linear trend over the window, a horizon ahead) or staffing (the demand plus z x sqrt(dispersion x demand)).")
+	fs.DurationVar(&o.ForecastWindow, "forecast-window", o.ForecastWindow, "History the demand forecast reads (holt and staffing fit it; the dispersion is measured over it). A workload's history idle for two windows is dropped.")
+	fs.StringVar(&o.ForecastHorizon, "forecast-horizon", o.ForecastHorizon, "How far ahead the demand forecast looks: auto (the longest start-up time of the workload's Ready pods, Ready condition's last transition less creation, clamped to one --scrape-interval and 10m) or a duration, at most --forecast-window.")
+	fs.Float64Var(&o.ForecastZ, "forecast-z", o.ForecastZ, "Safety factor z of the staffing forecast's headroom z x sqrt(dispersion x demand); 1.645 covers 95% of Poisson arrivals. At least 0.")
+	fs.Float64Var(&o.ForecastHoltAlpha, "forecast-holt-alpha", o.ForecastHoltAlpha, "Level smoothing of the holt forecast, in (0, 1].")
+	fs.Float64Var(&o.ForecastHoltBeta, "forecast-holt-beta", o.ForecastHoltBeta, "Trend smoothing of the holt forecast, in (0, 1].")
+	fs.IntVar(&o.ForecastMaxWorkloads, "forecast-max-workloads", o.ForecastMaxWorkloads, "Most workload demand histories the forecast keeps (about 1.5 KB each); past it the least recently asked goes, and one namespace holds at most a quarter of them.")
+
+	fs = fss.FlagSet("KEDA")
 	fs.StringVar(&o.KEDAScalerAddress, "keda-scaler-address", o.KEDAScalerAddress, "Serve KEDA's external scaler gRPC API (externalscaler.proto) on this host:port, e.g. :9443, for ScaledObjects with an external trigger (docs/keda.md). It uses the API server's serving certificate (--tls-cert-file, or the self-signed one). Empty means off.")
 	fs.StringVar(&o.KEDAScalerClientCAFile, "keda-scaler-client-ca-file", o.KEDAScalerClientCAFile, "With --keda-scaler-address: require client certificates signed by this CA bundle (KEDA's tlsClientCert and tlsClientKey), each certificate's subject (CN the user, O the groups) allowed the namespaces --keda-scaler-grant or --keda-scaler-subject-access-review allow it. Empty: callers have no identity, which needs --keda-scaler-allow-unauthenticated.")
 	fs.BoolVar(&o.KEDAScalerPlaintext, "keda-scaler-plaintext", o.KEDAScalerPlaintext, "With --keda-scaler-address: serve without TLS (KEDA's trigger without enableTLS). Callers then have no identity: it needs --keda-scaler-allow-unauthenticated.")
@@ -281,14 +304,6 @@ func (o *Options) addOwnFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.KEDAScalerAllowUnauthenticated, "keda-scaler-allow-unauthenticated", o.KEDAScalerAllowUnauthenticated, "With --keda-scaler-address and no --keda-scaler-client-ca-file: let callers without a client certificate ask about any namespace's values. Only for a port that nothing but KEDA can reach (a NetworkPolicy); logged as a warning at start.")
 	fs.IntVar(&o.KEDAScalerMaxConnections, "keda-scaler-max-connections", o.KEDAScalerMaxConnections, "With --keda-scaler-address: most connections open to the KEDA port at once; one past it is closed as it is accepted. KEDA's operator holds a few.")
 	fs.IntVar(&o.KEDAScalerMaxStreams, "keda-scaler-max-streams", o.KEDAScalerMaxStreams, "With --keda-scaler-address: most KEDA scaler calls and StreamIsActive streams in flight at once, over all connections; one past it fails with ResourceExhausted. KEDA holds a stream per external-push trigger and a call per poll.")
-	fs.StringVar(&o.ForecastMethod, "forecast-method", o.ForecastMethod, "Estimator of inference_demand_forecast_per_replica when the metric selector names none (method=...): envelope (the largest demand in the last horizon), holt (Holt's linear trend over the window, a horizon ahead) or staffing (the demand plus z x sqrt(dispersion x demand)).")
-	fs.DurationVar(&o.ForecastWindow, "forecast-window", o.ForecastWindow, "History the demand forecast reads (holt and staffing fit it; the dispersion is measured over it). A workload's history idle for two windows is dropped.")
-	fs.StringVar(&o.ForecastHorizon, "forecast-horizon", o.ForecastHorizon, "How far ahead the demand forecast looks: auto (the longest start-up time of the workload's Ready pods, Ready condition's last transition less creation, clamped to one --scrape-interval and 10m) or a duration, at most --forecast-window.")
-	fs.Float64Var(&o.ForecastZ, "forecast-z", o.ForecastZ, "Safety factor z of the staffing forecast's headroom z x sqrt(dispersion x demand); 1.645 covers 95% of Poisson arrivals. At least 0.")
-	fs.Float64Var(&o.ForecastHoltAlpha, "forecast-holt-alpha", o.ForecastHoltAlpha, "Level smoothing of the holt forecast, in (0, 1].")
-	fs.Float64Var(&o.ForecastHoltBeta, "forecast-holt-beta", o.ForecastHoltBeta, "Trend smoothing of the holt forecast, in (0, 1].")
-	fs.IntVar(&o.ForecastMaxWorkloads, "forecast-max-workloads", o.ForecastMaxWorkloads, "Most workload demand histories the forecast keeps (about 1.5 KB each); past it the least recently asked goes, and one namespace holds at most a quarter of them.")
-	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "After SIGTERM, keep serving this long with /readyz failing before closing the port, so that kube-apiserver stops sending requests first. At most 5m.")
 }
 
 // Validate reports every invalid or contradictory setting at once.
