@@ -107,7 +107,7 @@ demo: ## Run the demo: real control plane, simulated vLLM fleet, HPA on queue si
 gpu-check: ## Hardware check on a machine with an idle NVIDIA GPU: the NVML reader and the gpu-agent against the real driver (docs/gpu-agent.md)
 	IMA_REAL_GPU=1 $(GO) test -count=1 -v ./test/gpuload/
 
-# Flags for `make fleet`, e.g. FLEET_FLAGS="-pods 10000 -interval 5s" (see go run ./test/fleet -h).
+# Flags for `make fleet`, e.g. FLEET_FLAGS="--pods 10000 --interval 5s" (see go run ./test/fleet --help).
 FLEET_FLAGS ?=
 fleet: ## Fleet benchmark: freshness, CPU per scrape, RSS, answer latency for N fake vLLM pods (not in make test)
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/fleet $(FLEET_FLAGS)
@@ -121,10 +121,10 @@ shootout: ## Scaling shootout: replay the Azure traces once per autoscaling poli
 # How long `make soak` injects faults, e.g. SOAK_DURATION=2h (setup and teardown come on top).
 SOAK_DURATION ?= 30m
 soak: ## Soak with faults: churn, broken pages, kube-apiserver/etcd stops, adapter kills; prints the fault table (30m; not in make test)
-	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/soak -duration $(SOAK_DURATION)
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/soak --duration $(SOAK_DURATION)
 
 soak-short: ## The soak's CI form, in make test: one cycle of every fault (about 4 minutes)
-	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/soak -duration 2m30s
+	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/soak --duration 2m30s
 
 manifests: ## Render manifests/ from the Helm chart
 	./hack/render-manifests.sh

@@ -33,7 +33,7 @@ func TestOptions(t *testing.T) {
 		{name: "set", env: map[string]string{envBin: "/b", envDuration: "90s", envOut: "/tmp/x"}, want: options{binDir: "/b", duration: 90 * time.Second, outDir: "/tmp/x"}},
 		{name: "no bin", env: map[string]string{}, wantErr: "IMA_E2E_BIN is not set"},
 		{name: "bad duration", env: map[string]string{envBin: "/b", envDuration: "4"}, wantErr: `DEMO_DURATION="4" is not a duration`},
-		{name: "short duration", env: map[string]string{envBin: "/b", envDuration: "10s"}, wantErr: "DEMO_DURATION must be at least 30s"},
+		{name: "short duration", env: map[string]string{envBin: "/b", envDuration: "10s"}, wantErr: "--duration (DEMO_DURATION) must be at least 30s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

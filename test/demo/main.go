@@ -8,34 +8,55 @@
 // the HPA sees and does, and at the end writes a chart and a CSV of the run.
 // Every process it starts is stopped by PID before it exits.
 //
-// It reads its settings from the environment: IMA_E2E_BIN (the control-plane
-// binaries, from test/tools/build.sh), DEMO_DURATION and DEMO_OUT. See
-// docs/demo.md.
+// It needs IMA_E2E_BIN (the control-plane binaries, from
+// test/tools/build.sh); its flags --duration and --out (options.go) take
+// their defaults from DEMO_DURATION and DEMO_OUT. See docs/demo.md.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
 func main() {
-	opts, err := optionsFromEnv(os.Getenv)
-	if err == nil {
-		err = opts.validate()
-	}
+	ctx, stop := framework.ProgramContext(context.Background())
+	err := command(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(2)
+		os.Exit(cli.ExitCode(err)) // 2 for a usage error, 1 for a failed run
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C ends the demo at once
-	if err := run(ctx, opts.config(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		stop()
-		os.Exit(1)
+}
+
+// command reads the settings' defaults from getenv, parses args over them,
+// validates them and runs the demo. A problem with the settings is a
+// cli.UsageError.
+func command(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	o, envErr := optionsFromEnv(getenv)
+	fss := o.flags()
+	fs := flagSet(fss)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(stdout, helpHeader)
+		cliflag.PrintSections(stdout, fss, 0)
 	}
+	if done, err := cli.Parse(fs, args); done || err != nil {
+		return err
+	}
+	err := o.validate()
+	if !fs.Changed("duration") { // a bad DEMO_DURATION matters only when it is used
+		err = errors.Join(envErr, err)
+	}
+	if err != nil {
+		return cli.Usage(err)
+	}
+	return run(ctx, o.config(), stdout)
 }

@@ -8,11 +8,18 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
-// Environment variables the demo reads.
+// Environment variables the demo reads: the control-plane binaries'
+// directory, and the defaults of --duration and --out (make demo passes
+// them on).
 const (
-	envBin      = "IMA_E2E_BIN"
+	envBin      = framework.BinEnv
 	envDuration = "DEMO_DURATION"
 	envOut      = "DEMO_OUT"
 )
@@ -24,6 +31,12 @@ const (
 	defaultOut      = "demo-out"
 )
 
+// helpHeader heads --help, above the flags printed section by section.
+const helpHeader = `Usage: go run ./test/demo [flags]   (or: make demo, DEMO_DURATION=3m make demo)
+
+Starts a real control plane, a Deployment of simulated vLLM servers, the adapter and an HPA on inference_queue_size, ramps load up and down, prints what the HPA sees and does, and writes a chart and a CSV of the run. Needs IMA_E2E_BIN, the directory test/tools/build.sh prints (make demo sets it). See docs/demo.md.
+`
+
 // options are the demo's settings as given.
 type options struct {
 	binDir   string
@@ -31,7 +44,8 @@ type options struct {
 	outDir   string
 }
 
-// optionsFromEnv reads the settings; unset ones take their defaults.
+// optionsFromEnv reads the settings' defaults from the environment; unset
+// ones take the built-in defaults.
 func optionsFromEnv(getenv func(string) string) (options, error) {
 	o := options{binDir: getenv(envBin), duration: defaultDuration, outDir: defaultOut}
 	if v := getenv(envDuration); v != "" {
@@ -47,17 +61,35 @@ func optionsFromEnv(getenv func(string) string) (options, error) {
 	return o, nil
 }
 
+// flags returns the flags in --help's sections, their defaults o's.
+func (o *options) flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	demo := fss.FlagSet("demo")
+	demo.DurationVar(&o.duration, "duration", o.duration, fmt.Sprintf("How long the load runs, at least %s; setup and teardown come on top. %s, when set, is the default.", minDuration, envDuration))
+	demo.StringVar(&o.outDir, "out", o.outDir, fmt.Sprintf("Directory for demo.svg, demo.csv and demo.log. %s, when set, is the default.", envOut))
+	return fss
+}
+
+// flagSet returns one set holding fss's flags, for parsing.
+func flagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
+	return fs
+}
+
 // validate reports every problem at once.
 func (o options) validate() error {
 	var errs []error
-	if o.binDir == "" {
-		errs = append(errs, fmt.Errorf("%s is not set: run `make demo`, or `%s=$(test/tools/build.sh | tail -n1) go run ./test/demo`", envBin, envBin))
+	if err := framework.RequireBinDir(o.binDir, "demo"); err != nil {
+		errs = append(errs, err)
 	}
 	if o.duration < minDuration {
-		errs = append(errs, fmt.Errorf("%s must be at least %s so that the HPA has time to react, got %s", envDuration, minDuration, o.duration))
+		errs = append(errs, fmt.Errorf("--duration (%s) must be at least %s so that the HPA has time to react, got %s", envDuration, minDuration, o.duration))
 	}
 	if o.outDir == "" {
-		errs = append(errs, fmt.Errorf("%s must not be empty", envOut))
+		errs = append(errs, fmt.Errorf("--out (%s) must not be empty", envOut))
 	}
 	return errors.Join(errs...)
 }

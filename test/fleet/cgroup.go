@@ -61,7 +61,7 @@ func newMemCgroup(root string, limit int64) (*memCgroup, error) {
 	case exists(filepath.Join(root, "memory", cgroupV1.limit)):
 		c = &memCgroup{dir: filepath.Join(root, "memory", name), files: cgroupV1}
 	default:
-		return nil, fmt.Errorf("-enforce-memory-limit needs a memory cgroup: neither %s/memory (v1) nor the v2 memory controller in %s/cgroup.subtree_control was found", root, root)
+		return nil, fmt.Errorf("--enforce-memory-limit needs a memory cgroup: neither %s/memory (v1) nor the v2 memory controller in %s/cgroup.subtree_control was found", root, root)
 	}
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)

@@ -15,8 +15,8 @@ import (
 func TestValidateEnforceMemoryLimit(t *testing.T) {
 	o := validOptions()
 	o.enforceMemoryLimit = true
-	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "-enforce-memory-limit needs -memory-limit") {
-		t.Fatalf("validate = %v, want the missing -memory-limit named", err)
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "--enforce-memory-limit needs --memory-limit") {
+		t.Fatalf("validate = %v, want the missing --memory-limit named", err)
 	}
 	o.memoryLimit = "200Mi"
 	if err := o.validate(); err != nil {

@@ -53,9 +53,9 @@ func (e encoding) describe() string {
 	return fmt.Sprintf("%s, no gzip", e)
 }
 
-// parseEncodings parses -encodings: a comma-separated subset of
+// parseEncodings parses --encodings: a comma-separated subset of
 // encodings, each at most once.
-func parseEncodings(s string) ([]encoding, error) { return parseSubset("-encodings", s, encodings) }
+func parseEncodings(s string) ([]encoding, error) { return parseSubset("--encodings", s, encodings) }
 
 // parseSubset parses flag's value s: a comma-separated subset of known,
 // each at most once, in the order given.

@@ -16,7 +16,7 @@ import (
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 )
 
-// TestParseSubset: -questions and -encodings take a comma-separated subset
+// TestParseSubset: --questions and --encodings take a comma-separated subset
 // of their known values, each at most once, in the order given; an error
 // names the flag.
 func TestParseSubset(t *testing.T) {
@@ -28,9 +28,9 @@ func TestParseSubset(t *testing.T) {
 		{"json,protobuf", []encoding{encodingJSON, encodingProtobuf}, ""},
 		{"protobuf", []encoding{encodingProtobuf}, ""},
 		{" protobuf , json ", []encoding{encodingProtobuf, encodingJSON}, ""},
-		{"yaml", nil, `-encodings: "yaml" is not one of`},
-		{"", nil, `-encodings: "" is not one of`},
-		{"json,json", nil, `-encodings: "json" is given twice`},
+		{"yaml", nil, `--encodings: "yaml" is not one of`},
+		{"", nil, `--encodings: "" is not one of`},
+		{"json,json", nil, `--encodings: "json" is given twice`},
 	} {
 		got, err := parseEncodings(tc.in)
 		switch {
@@ -43,7 +43,7 @@ func TestParseSubset(t *testing.T) {
 	if got, err := parseQuestions("floor, list"); err != nil || !slices.Equal(got, []question{questionFloor, questionList}) {
 		t.Errorf("parseQuestions = %v, %v, want [floor list]", got, err)
 	}
-	if _, err := parseQuestions("list,max"); err == nil || !strings.Contains(err.Error(), `-questions: "max" is not one of`) {
+	if _, err := parseQuestions("list,max"); err == nil || !strings.Contains(err.Error(), `--questions: "max" is not one of`) {
 		t.Errorf("parseQuestions of an unknown question: error %v", err)
 	}
 }

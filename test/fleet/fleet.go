@@ -143,7 +143,7 @@ func serveFleet(ctx context.Context, from, to int, pagePath, controlAddr string)
 		l, err := net.Listen("tcp", net.JoinHostPort(podIP(i), strconv.Itoa(pagePort)))
 		if err != nil {
 			_ = pods.Close()
-			return fmt.Errorf("listen for pod %d (raise the open-file limit or use more -procs): %w", i, err)
+			return fmt.Errorf("listen for pod %d (raise the open-file limit or use more --procs): %w", i, err)
 		}
 		go func() { errc <- pods.Serve(l) }()
 	}

@@ -14,7 +14,9 @@ import (
 )
 
 func validOptions() options {
-	return options{binDir: "/bin", pods: 10, interval: time.Second, trials: 1, quiet: time.Second, loadDuration: time.Second}
+	o := newOptions("/bin")
+	o.pods, o.trials, o.quiet, o.loadDuration = 10, 1, time.Second, time.Second
+	return *o
 }
 
 func TestValidateMemoryLimit(t *testing.T) {
@@ -26,9 +28,9 @@ func TestValidateMemoryLimit(t *testing.T) {
 		{"", 0, ""},
 		{"200Mi", 200 << 20, ""},
 		{"1G", 1e9, ""},
-		{"lots", 0, "-memory-limit \"lots\""},
-		{"-1Mi", 0, "-memory-limit \"-1Mi\""},
-		{"0", 0, "-memory-limit \"0\""},
+		{"lots", 0, "--memory-limit \"lots\""},
+		{"-1Mi", 0, "--memory-limit \"-1Mi\""},
+		{"0", 0, "--memory-limit \"0\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.limit, func(t *testing.T) {
@@ -134,9 +136,9 @@ func TestValidateAdapterEnv(t *testing.T) {
 		ok  bool
 	}{{[]string{"GOGC=50", "GODEBUG=gctrace=1"}, true}, {[]string{"GOGC"}, false}, {[]string{"=1"}, false}} {
 		o := validOptions()
-		o.adapterEnvVars = tt.env
+		o.adapterEnvFlag = strings.Join(tt.env, " ")
 		if err := o.validate(); (err == nil) != tt.ok {
-			t.Errorf("validate with -adapter-env %q: %v", tt.env, err)
+			t.Errorf("validate with --adapter-env %q: %v", tt.env, err)
 		}
 	}
 }
@@ -182,12 +184,12 @@ func TestValidatePace(t *testing.T) {
 		{0, false},
 		{100 * time.Millisecond, false},
 		{-time.Millisecond, true},
-		{time.Second, true}, // not shorter than -load-duration (1s)
+		{time.Second, true}, // not shorter than --load-duration (1s)
 	} {
 		o := validOptions()
 		o.pace = tc.pace
 		if err := o.validate(); (err != nil) != tc.wantErr {
-			t.Errorf("-pace %s: error %v, want an error: %v", tc.pace, err, tc.wantErr)
+			t.Errorf("--pace %s: error %v, want an error: %v", tc.pace, err, tc.wantErr)
 		}
 	}
 }

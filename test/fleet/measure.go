@@ -54,13 +54,13 @@ const (
 	questionDirect question = "direct"
 )
 
-// questions are the latency runs' questions, in the order -questions
+// questions are the latency runs' questions, in the order --questions
 // takes them by default.
 var questions = []question{questionList, questionSum, questionFloor, questionDirect}
 
-// parseQuestions parses -questions: a comma-separated subset of questions,
+// parseQuestions parses --questions: a comma-separated subset of questions,
 // each at most once.
-func parseQuestions(s string) ([]question, error) { return parseSubset("-questions", s, questions) }
+func parseQuestions(s string) ([]question, error) { return parseSubset("--questions", s, questions) }
 
 // describe is the question as the tables name it.
 func (q question) describe(pods int) string {
@@ -311,7 +311,7 @@ type results struct {
 	quiet usage
 	mem   memory
 	// cgroup is the adapter's memory cgroup's accounting after the last
-	// latency run, with -enforce-memory-limit.
+	// latency run, with --enforce-memory-limit.
 	cgroup    *cgroupStats
 	freshness []time.Duration
 	missed    int // trials whose change never showed within the bound

@@ -26,7 +26,7 @@ func (p pending) wait() error {
 
 // profile fetches the adapter's CPU profile over d into o.profileDir/name,
 // in the background, from the adapter's own port (/debug/pprof, authorized
-// for the admin's certificate). Without -profile it does nothing.
+// for the admin's certificate). Without --profile it does nothing.
 func (e *env) profile(ctx context.Context, o options, name string, d time.Duration) pending {
 	if o.profileDir == "" {
 		return pending{}

@@ -55,7 +55,7 @@ type env struct {
 	metrics *framework.MetricsClient
 	// decoder decodes one answer of each latency run, to check it.
 	decoder *answerDecoder
-	// cgroup holds the adapter with -enforce-memory-limit; nil otherwise.
+	// cgroup holds the adapter with --enforce-memory-limit; nil otherwise.
 	cgroup *memCgroup
 }
 
@@ -108,20 +108,19 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 	if e.cp, err = framework.StartControlPlane(ctx, o.binDir, e.run.Dir); err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
-	cfg := *e.cp.Config
-	cfg.QPS, cfg.Burst = 1e6, 1e6
-	if e.viaAPIServer, err = newAskers(cfg); err != nil {
+	cfg := framework.Unthrottled(e.cp.Config)
+	if e.viaAPIServer, err = newAskers(*cfg); err != nil {
 		return fmt.Errorf("clients of kube-apiserver: %w", err)
 	}
 	e.client = e.viaAPIServer.gzip
-	if e.metrics, err = framework.NewMetricsClient(&cfg); err != nil {
+	if e.metrics, err = framework.NewMetricsClient(cfg); err != nil {
 		return err
 	}
 	if e.decoder, err = newAnswerDecoder(); err != nil {
 		return err
 	}
 	say("starting %d fake-fleet process(es) serving %d pods on 127.2.x.y:%d", o.procs, o.pods, pagePort)
-	if err := e.startFleet(ctx, o, filepath.Join(root, "pkg", "parse", "testdata", "vllm-v1.prom")); err != nil {
+	if err := e.startFleet(ctx, o, filepath.Join(root, "pkg", "adapter", "parse", "testdata", "vllm-v1.prom")); err != nil {
 		return err
 	}
 	say("creating %d pods in namespace %s", o.pods, namespace)
@@ -213,8 +212,8 @@ func (e *env) startFleet(ctx context.Context, o options, pagePath string) error 
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		p, err := framework.StartProcess(fmt.Sprintf("fleet-%d", k), e.cp.LogDir, self, []string{
-			"-serve-from=" + strconv.Itoa(from), "-serve-to=" + strconv.Itoa(to),
-			"-serve-page=" + pagePath, "-serve-control=" + addr}, nil)
+			"--serve-from=" + strconv.Itoa(from), "--serve-to=" + strconv.Itoa(to),
+			"--serve-page=" + pagePath, "--serve-control=" + addr}, nil)
 		if err != nil {
 			return err
 		}

@@ -74,13 +74,12 @@ func (e *env) setup(ctx context.Context, binDir string, say func(string, ...any)
 	if e.cp, err = framework.StartControlPlane(ctx, binDir, e.run.Dir); err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
-	cfg := *e.cp.Config
-	cfg.QPS, cfg.Burst = 1e6, 1e6
+	cfg := framework.Unthrottled(e.cp.Config)
 	cfg.Timeout = 5 * time.Second
-	if e.client, err = kubernetes.NewForConfig(&cfg); err != nil {
+	if e.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	if e.metrics, err = framework.NewMetricsClient(&cfg); err != nil {
+	if e.metrics, err = framework.NewMetricsClient(cfg); err != nil {
 		return err
 	}
 	if e.pods, err = newPodServer(); err != nil {

@@ -6,7 +6,7 @@
 // kube-apiserver and kube-controller-manager (the e2e framework), two
 // adapter replicas behind one APIService (a TCP proxy stands in for the
 // Service), and serves every pod's vLLM page from this process on
-// 127.4.x.y:8000, each pod's queue size derived from its UID. For -duration:
+// 127.4.x.y:8000, each pod's queue size derived from its UID. For --duration:
 //
 //   - pods churn: created, deleted, and replaced by a new pod (new name, new
 //     UID, another value) on the address the old one held;
@@ -24,59 +24,58 @@
 // broken ones. It fails on any answer with another pod's value, a 0 for a
 // missing value, a broken page's value past --max-age, an HPA scale-down, a
 // recovery past its bound, an adapter crash, a log rate past its bound or
-// memory or goroutines that grow; and prints the fault table. See
+// memory or goroutines that grow; and prints the fault table. Its flags
+// are in options.go (go run ./test/soak --help); see
 // docs/operations.md#faults-and-recovery.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
+	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
-// envBin names the control-plane binaries' directory (test/tools/build.sh).
-const envBin = "IMA_E2E_BIN"
-
-type options struct {
-	binDir   string
-	duration time.Duration
-	seed     uint64
-	keep     bool
+func main() {
+	ctx, stop := framework.ProgramContext(context.Background())
+	err := command(ctx, os.Args[1:], os.Getenv(framework.BinEnv), time.Now(), os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(cli.ExitCode(err)) // 2 for a usage error, 1 for a failed soak
+	}
 }
 
-func main() {
-	var o options
-	flag.DurationVar(&o.duration, "duration", 30*time.Minute, "how long faults are injected (setup, settling and teardown come on top)")
-	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the churn and of the choice of broken pods")
-	flag.BoolVar(&o.keep, "keep", false, "keep the run's directory (certificates, logs) even on success")
-	flag.Parse()
-	o.binDir = os.Getenv(envBin)
-	if o.binDir == "" {
-		fmt.Fprintf(os.Stderr, "soak: %s is not set: run `make soak`, or `%s=$(./test/tools/build.sh | tail -n1) go run ./test/soak`\n", envBin, envBin)
-		os.Exit(2)
+// command parses args, validates them and runs the soak; binDir is the
+// control-plane binaries' directory, and now seeds a --seed of 0. A
+// problem with args is a cli.UsageError.
+func command(ctx context.Context, args []string, binDir string, now time.Time, stdout io.Writer) error {
+	o := newOptions(binDir)
+	fss := o.flags()
+	fs := flagSet(fss)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(stdout, helpHeader)
+		cliflag.PrintSections(stdout, fss, 0)
 	}
-	if o.duration < time.Minute {
-		fmt.Fprintln(os.Stderr, "soak: -duration must be at least 1m")
-		os.Exit(2)
+	if done, err := cli.Parse(fs, args); done || err != nil {
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "soak:", err)
-		stop()
-		os.Exit(1)
+	if err := o.validate(); err != nil {
+		return cli.Usage(err)
 	}
+	o.complete(now)
+	return run(ctx, *o, stdout)
 }
 
 // run sets up, soaks, reports and tears down; it fails on any violation.

@@ -95,7 +95,7 @@ func (r *result) print(out io.Writer, o options, total time.Duration) {
 	tw.Flush()
 
 	tl := r.tl
-	fmt.Fprintf(out, "\nSoaked %s (-duration %s, seed %d), %s in all.\n", r.soaked.Round(time.Second), o.duration, o.seed, total.Round(time.Second))
+	fmt.Fprintf(out, "\nSoaked %s (--duration %s, --seed %d), %s in all.\n", r.soaked.Round(time.Second), o.duration, o.seed, total.Round(time.Second))
 	fmt.Fprintf(out, "Answers through the aggregator: %d (%d failed while a component was down, %d correct); violations: %d.\n",
 		tl.total, tl.failed, tl.healthy, len(tl.violations))
 	fmt.Fprintf(out, "Each replica asked directly too: %d answers (%d failed), judged by the same rules.\n", tl.directTotal, tl.directFailed)
