@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/escape"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/kubectlplugin"
 )
 
@@ -39,7 +40,7 @@ Run 'kubectl inference COMMAND --help' for a command's flags.
 `
 
 // Main runs the plugin with args (without the program name) and returns the
-// exit code: 0, 1 when reading failed, 2 for bad usage.
+// exit code (pkg/cli's): 0, 1 when reading failed, 2 for bad usage.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -120,8 +121,10 @@ func (c *common) config() (*rest.Config, string, error) {
 	return cfg, ns, nil
 }
 
-// parse parses args into fs, printing help (exit 0) or every problem
-// (exit 2); it returns done when the caller should exit with code.
+// parse parses args into fs and kube with pkg/cli and checks them: it
+// prints the usage for --help (exit 0), or the flag that cannot be parsed,
+// or every problem check and the stray arguments give at once (exit 2, a
+// usage error); it returns done when the caller should exit with code.
 func parse(prog, summary string, fs, kube *pflag.FlagSet, args []string, check func() []error, stdout, stderr io.Writer) (code int, done bool) {
 	all := pflag.NewFlagSet(prog, pflag.ContinueOnError)
 	all.AddFlagSet(fs)
@@ -130,20 +133,13 @@ func parse(prog, summary string, fs, kube *pflag.FlagSet, args []string, check f
 	all.Usage = func() {
 		fmt.Fprintf(stdout, "Usage: %s [flags]\n\n%s\n\nFlags:\n%s\nKubeconfig flags (as kubectl's):\n%s", prog, summary, fs.FlagUsages(), kube.FlagUsages())
 	}
-	if err := all.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) { // pflag has printed the usage
-			return 0, true
-		}
+	helped, err := cli.ParseAndCheck(all, args, check)
+	if helped { // pflag has printed the usage
+		return 0, true
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\nRun '%s --help' for usage.\n", err, prog)
-		return 2, true
-	}
-	errs := check()
-	if all.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", all.Args()))
-	}
-	if len(errs) > 0 {
-		fmt.Fprintf(stderr, "error: invalid flags:\n%v\nRun '%s --help' for usage.\n", errors.Join(errs...), prog)
-		return 2, true
+		return cli.ExitCode(err), true
 	}
 	return 0, false
 }

@@ -31,7 +31,7 @@ func TestUsage(t *testing.T) {
 		{name: "top help", args: []string{"top", "-h"}, wantStdout: []string{"--slo-ttft", "--gpu-hour-price", "--request-timeout string", `(default "10s")`}},
 		{name: "unknown flag", args: []string{"top", "--nope"}, code: 2, wantStderr: []string{"unknown flag: --nope"}},
 		{name: "every problem at once", args: []string{"contrast", "-o", "yaml", "--watch=-1s", "--request-timeout=soon", "extra"}, code: 2,
-			wantStderr: []string{`--output "yaml"`, "--watch -1s", `--request-timeout "soon"`, "--selector (-l) is required", `unexpected arguments ["extra"]`}},
+			wantStderr: []string{`--output "yaml"`, "--watch -1s", `--request-timeout "soon"`, "--selector (-l) is required", "unexpected arguments: [extra]"}},
 		{name: "top problems", args: []string{"top", "--slo-ttft=-1s", "--gpu-hour-price=-3"}, code: 2,
 			wantStderr: []string{"must not be negative", "--gpu-hour-price -3 must be a finite number"}},
 		{name: "a price without an SLO", args: []string{"top", "--gpu-hour-price=2", "-o", "wide"}, code: 2,
