@@ -112,8 +112,8 @@ FLEET_FLAGS ?=
 fleet: ## Fleet benchmark: freshness, CPU per scrape, RSS, answer latency for N fake vLLM pods (not in make test)
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/fleet $(FLEET_FLAGS)
 
-# Flags for `make shootout`, e.g. SHOOTOUT_FLAGS="-trace testdata/traces/azure-llm-2023-code.csv.gz -policies queue-3,gpu-80"
-# (see go run ./test/shootout -h).
+# Flags for `make shootout`, e.g. SHOOTOUT_FLAGS="--trace testdata/traces/azure-llm-2023-code.csv.gz --policies queue-3,gpu-80"
+# (see go run ./test/shootout --help).
 SHOOTOUT_FLAGS ?=
 shootout: ## Scaling shootout: replay the Azure traces once per autoscaling policy; report in shootout-out/ (docs/shootout.md; not in make test, which runs a 3-minute smoke form)
 	@bin_dir=$$($(PROGRESS) tools ./test/tools/build.sh) && IMA_E2E_BIN=$$bin_dir $(GO) run ./test/shootout $(SHOOTOUT_FLAGS)

@@ -59,7 +59,7 @@ func mergeReports(parts []*report, names []string) ([]*report, error) {
 			out = append(out, m)
 		}
 		if err := sameSettings(m, p); err != nil {
-			return nil, fmt.Errorf("-merge %s: trace %s: %w", names[i], p.Trace, err)
+			return nil, fmt.Errorf("--merge %s: trace %s: %w", names[i], p.Trace, err)
 		}
 		if m.Capacity == nil {
 			m.Capacity = p.Capacity
@@ -100,13 +100,13 @@ func sameSettings(a, b *report) error {
 	}{
 		{"profile", a.Profile, b.Profile},
 		{"SLO", a.SLO, b.SLO},
-		{"-warmup", a.Warmup, b.Warmup},
-		{"-rate-scale", a.RateScale, b.RateScale},
-		{"-compress", a.Timing.Compress, b.Timing.Compress},
-		{"-cold-start", a.Timing.ColdStart, b.Timing.ColdStart},
-		{"-picker", a.Picker, b.Picker},
-		{"-min-replicas", a.MinReplicas, b.MinReplicas},
-		{"-max-replicas", a.MaxReplicas, b.MaxReplicas},
+		{"--warmup", a.Warmup, b.Warmup},
+		{"--rate-scale", a.RateScale, b.RateScale},
+		{"--compress", a.Timing.Compress, b.Timing.Compress},
+		{"--cold-start", a.Timing.ColdStart, b.Timing.ColdStart},
+		{"--picker", a.Picker, b.Picker},
+		{"--min-replicas", a.MinReplicas, b.MinReplicas},
+		{"--max-replicas", a.MaxReplicas, b.MaxReplicas},
 		{"requests", a.Requests, b.Requests},
 	} {
 		if c.x != c.y {
@@ -124,14 +124,14 @@ func renderMerged(files []string, dir string) error {
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
-			return fmt.Errorf("-merge: %w", err)
+			return fmt.Errorf("--merge: %w", err)
 		}
 		var r report
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("-merge %s: %w", f, err)
+			return fmt.Errorf("--merge %s: %w", f, err)
 		}
 		if r.Trace == "" || len(r.Runs) == 0 {
-			return fmt.Errorf("-merge %s: not a shootout summary (no trace or no runs)", f)
+			return fmt.Errorf("--merge %s: not a shootout summary (no trace or no runs)", f)
 		}
 		parts = append(parts, &r)
 	}

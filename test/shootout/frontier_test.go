@@ -199,7 +199,7 @@ func TestMergeSummaries(t *testing.T) {
 		t.Error(err)
 	}
 	err = renderMerged(files, filepath.Join(dir, "bad"))
-	if err == nil || !strings.Contains(err.Error(), files[2]) || !strings.Contains(err.Error(), "-warmup differs") {
+	if err == nil || !strings.Contains(err.Error(), files[2]) || !strings.Contains(err.Error(), "--warmup differs") {
 		t.Errorf("merging a part with another warm-up: %v", err)
 	}
 	if err := renderMerged([]string{filepath.Join(dir, "none.json")}, out); err == nil {
@@ -207,7 +207,7 @@ func TestMergeSummaries(t *testing.T) {
 	}
 }
 
-// TestRenderRescores: -render reads a run's report and requests back,
+// TestRenderRescores: --render reads a run's report and requests back,
 // each repeat's records to its own run, and scores them with the warm-up
 // it is given.
 func TestRenderRescores(t *testing.T) {

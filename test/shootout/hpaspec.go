@@ -81,7 +81,7 @@ func userPolicy(name, def string, maxReplicas int) (policy, error) {
 	if rest, ok := strings.CutPrefix(def, "fixed:"); ok {
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < 1 || n > maxReplicas {
-			return bad("a fixed fleet needs 1 to %d replicas (-max-replicas), got %q", maxReplicas, rest)
+			return bad("a fixed fleet needs 1 to %d replicas (--max-replicas), got %q", maxReplicas, rest)
 		}
 		return policy{Name: name, Fixed: n, Why: fmt.Sprintf("a fixed fleet of %d replicas, defined by the user", n)}, nil
 	}
@@ -358,7 +358,7 @@ func validateSpec(spec *autoscalingv2.HorizontalPodAutoscalerSpec, maxReplicas i
 		lo = *spec.MinReplicas
 	}
 	if lo < 1 || (spec.MaxReplicas != 0 && (spec.MaxReplicas < lo || spec.MaxReplicas > int32(maxReplicas))) || lo > int32(maxReplicas) {
-		errs = append(errs, fmt.Errorf("replicas: want 1 <= minReplicas <= maxReplicas <= %d (-max-replicas), got %d and %d", maxReplicas, lo, spec.MaxReplicas))
+		errs = append(errs, fmt.Errorf("replicas: want 1 <= minReplicas <= maxReplicas <= %d (--max-replicas), got %d and %d", maxReplicas, lo, spec.MaxReplicas))
 	}
 	if b := spec.Behavior; b != nil {
 		for dir, r := range map[string]*autoscalingv2.HPAScalingRules{"scaleUp": b.ScaleUp, "scaleDown": b.ScaleDown} {
@@ -465,7 +465,7 @@ func compressSeconds(s int32, tm timing) int32 {
 	return tm.wallSeconds(time.Duration(s) * time.Second)
 }
 
-// policyFile is the -policy-file form of policies: a name, why and an
+// policyFile is the --policy-file form of policies: a name, why and an
 // autoscaling/v2 HorizontalPodAutoscalerSpec each, in simulated time.
 type policyFile struct {
 	Policies []struct {
@@ -476,7 +476,7 @@ type policyFile struct {
 	} `json:"policies"`
 }
 
-// readPolicyFile reads the policies of a -policy-file, in JSON or YAML, in
+// readPolicyFile reads the policies of a --policy-file, in JSON or YAML, in
 // one of three forms:
 //
 //   - {"policies": [{"name": ..., "why": ..., "spec": HorizontalPodAutoscalerSpec}]},
@@ -491,15 +491,15 @@ type policyFile struct {
 func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("-policy-file: %w", err)
+		return nil, fmt.Errorf("--policy-file: %w", err)
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
-		return nil, fmt.Errorf("-policy-file %s: not JSON or YAML: %w", path, err)
+		return nil, fmt.Errorf("--policy-file %s: not JSON or YAML: %w", path, err)
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(js, &top); err != nil {
-		return nil, fmt.Errorf("-policy-file %s: want an object at the top: %w", path, err)
+		return nil, fmt.Errorf("--policy-file %s: want an object at the top: %w", path, err)
 	}
 	var pols []policy
 	var kind string
@@ -508,11 +508,11 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 	case top["policies"] != nil:
 		var f policyFile
 		if err := yaml.UnmarshalStrict(raw, &f); err != nil {
-			return nil, fmt.Errorf("-policy-file %s: %w", path, err)
+			return nil, fmt.Errorf("--policy-file %s: %w", path, err)
 		}
 		for i, e := range f.Policies {
 			if e.Spec == nil {
-				return nil, fmt.Errorf("-policy-file %s: policy %d (%q): no spec", path, i+1, e.Name)
+				return nil, fmt.Errorf("--policy-file %s: policy %d (%q): no spec", path, i+1, e.Name)
 			}
 			why := e.Why
 			if why == "" {
@@ -523,7 +523,7 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 	case top["runs"] != nil:
 		var rep report
 		if err := json.Unmarshal(js, &rep); err != nil {
-			return nil, fmt.Errorf("-policy-file %s: a shootout report: %w", path, err)
+			return nil, fmt.Errorf("--policy-file %s: a shootout report: %w", path, err)
 		}
 		seen := map[string]bool{}
 		for _, run := range rep.Runs {
@@ -535,38 +535,38 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 	case kind == "HorizontalPodAutoscaler":
 		var h autoscalingv2.HorizontalPodAutoscaler
 		if err := yaml.UnmarshalStrict(raw, &h); err != nil {
-			return nil, fmt.Errorf("-policy-file %s: %w", path, err)
+			return nil, fmt.Errorf("--policy-file %s: %w", path, err)
 		}
 		pols = append(pols, hpaPolicy(h, path))
 	case kind == "List" || kind == "HorizontalPodAutoscalerList":
 		var l autoscalingv2.HorizontalPodAutoscalerList
 		if err := yaml.UnmarshalStrict(raw, &l); err != nil {
-			return nil, fmt.Errorf("-policy-file %s: %w", path, err)
+			return nil, fmt.Errorf("--policy-file %s: %w", path, err)
 		}
 		for _, h := range l.Items {
 			pols = append(pols, hpaPolicy(h, path))
 		}
 	default:
-		return nil, fmt.Errorf("-policy-file %s: want {\"policies\": [...]}, a shootout report, a HorizontalPodAutoscaler or a List of them", path)
+		return nil, fmt.Errorf("--policy-file %s: want {\"policies\": [...]}, a shootout report, a HorizontalPodAutoscaler or a List of them", path)
 	}
 	if len(pols) == 0 {
-		return nil, fmt.Errorf("-policy-file %s: no policies", path)
+		return nil, fmt.Errorf("--policy-file %s: no policies", path)
 	}
 	for i := range pols {
 		p := &pols[i]
 		if !nameRE.MatchString(p.Name) || p.Name == policyCapacity {
-			return nil, fmt.Errorf("-policy-file %s: policy %q: the name must be 1-40 lower-case letters, digits and '-', and not %q", path, p.Name, policyCapacity)
+			return nil, fmt.Errorf("--policy-file %s: policy %q: the name must be 1-40 lower-case letters, digits and '-', and not %q", path, p.Name, policyCapacity)
 		}
 		if p.Spec != nil {
 			if err := validateSpec(p.Spec, maxReplicas); err != nil {
-				return nil, fmt.Errorf("-policy-file %s: policy %q: %w", path, p.Name, err)
+				return nil, fmt.Errorf("--policy-file %s: policy %q: %w", path, p.Name, err)
 			}
 		} else if p.Metric != "" {
 			if _, err := userPolicy(p.Name, p.Metric+":"+p.Target, maxReplicas); err != nil {
-				return nil, fmt.Errorf("-policy-file %s: %w", path, err)
+				return nil, fmt.Errorf("--policy-file %s: %w", path, err)
 			}
 		} else if p.Fixed < 1 || p.Fixed > maxReplicas {
-			return nil, fmt.Errorf("-policy-file %s: policy %q: neither an HPA nor a fixed fleet of 1 to %d replicas", path, p.Name, maxReplicas)
+			return nil, fmt.Errorf("--policy-file %s: policy %q: neither an HPA nor a fixed fleet of 1 to %d replicas", path, p.Name, maxReplicas)
 		}
 	}
 	return pols, nil

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
 )
 
 // TestUserPolicyShapes parses the short syntax into every HPA shape.
@@ -184,7 +186,7 @@ func TestHPAReads(t *testing.T) {
 	}
 }
 
-// TestPolicyFile reads each form of -policy-file and refuses bad ones,
+// TestPolicyFile reads each form of --policy-file and refuses bad ones,
 // naming the file, the policy and what is wrong.
 func TestPolicyFile(t *testing.T) {
 	dir := t.TempDir()
@@ -318,7 +320,7 @@ items:
 }
 
 // TestParseFlagsPolicySources: -policies defaults to none beside
-// -policy-file or -sweep; names are unique across the sources.
+// --policy-file or --sweep; names are unique across the sources.
 func TestParseFlagsPolicySources(t *testing.T) {
 	getenv := func(string) string { return "/bin" }
 	dir := t.TempDir()
@@ -326,27 +328,27 @@ func TestParseFlagsPolicySources(t *testing.T) {
 	if err := os.WriteFile(file, []byte("policies:\n- name: queue-3\n  spec: {metrics: [{type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: '3'}}}]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseFlags([]string{"-policy-file", file}, getenv)
+	cfg, err := parseArgs([]string{"--policy-file", file}, getenv)
 	if err != nil || len(cfg.pols) != 1 || cfg.pols[0].Name != "queue-3" {
-		t.Errorf("-policy-file alone: %+v (%v), want its one policy", cfg.pols, err)
+		t.Errorf("--policy-file alone: %+v (%v), want its one policy", cfg.pols, err)
 	}
-	if _, err := parseFlags([]string{"-policy-file", file, "-policies", "gpu-80,queue-3"}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
+	if _, err := parseArgs([]string{"--policy-file", file, "--policies", "gpu-80,queue-3"}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
 		t.Errorf("a name in -policies and the file: %v, want it refused", err)
 	}
-	cfg, err = parseFlags([]string{"-policy-file", file, "-policies", "gpu-80", "-repeats", "1"}, getenv)
+	cfg, err = parseArgs([]string{"--policy-file", file, "--policies", "gpu-80", "--repeats", "1"}, getenv)
 	if err != nil || len(cfg.pols) != 2 || cfg.repeats != 1 {
-		t.Errorf("-policies and -policy-file: %d policies, %d repeats (%v)", len(cfg.pols), cfg.repeats, err)
+		t.Errorf("--policies and --policy-file: %d policies, %d repeats (%v)", len(cfg.pols), cfg.repeats, err)
 	}
-	if _, err := parseFlags([]string{"-repeats", "0"}, getenv); err == nil || !strings.Contains(err.Error(), "-repeats") {
-		t.Errorf("-repeats 0: %v", err)
+	if _, err := parseArgs([]string{"--repeats", "0"}, getenv); err == nil || !strings.Contains(err.Error(), "--repeats") {
+		t.Errorf("--repeats 0: %v", err)
 	}
-	if _, err := parseFlags([]string{"-policies", "none"}, getenv); err == nil || !strings.Contains(err.Error(), "no policies") {
-		t.Errorf("-policies none: %v", err)
+	if _, err := parseArgs([]string{"--policies", "none"}, getenv); err == nil || !strings.Contains(err.Error(), "no policies") {
+		t.Errorf("--policies none: %v", err)
 	}
-	if cfg, err := parseFlags([]string{"-seed", "7"}, getenv); err != nil || cfg.seed != 7 || cfg.repeats != 3 {
-		t.Errorf("-seed 7: seed %d, repeats %d (%v), want 7 and the default 3", cfg.seed, cfg.repeats, err)
+	if cfg, err := parseArgs([]string{"--seed", "7"}, getenv); err != nil || cfg.seed != 7 || cfg.repeats != 3 {
+		t.Errorf("--seed 7: seed %d, repeats %d (%v), want 7 and the default 3", cfg.seed, cfg.repeats, err)
 	}
-	if cfg, err := parseFlags(nil, getenv); err != nil || cfg.seed == 0 {
+	if cfg, err := parseArgs(nil, getenv); err != nil || cfg.seed == 0 {
 		t.Errorf("no -seed: seed %d (%v), want one drawn from the clock", cfg.seed, err)
 	}
 }
@@ -367,5 +369,33 @@ func TestCommittedPolicyFile(t *testing.T) {
 	}
 	if w := *hpa(pols[3], deploymentName, 1, 8, newTiming(15, time.Minute)).Spec.Behavior.ScaleDown.StabilizationWindowSeconds; w != 8 {
 		t.Errorf("demand-3-down-2m: scale-down window %ds wall, want 120 s / 15", w)
+	}
+}
+
+// TestStatusKey: the key of a metric in an HPA's status is the key of the
+// spec's metric it reports on, for every kind (the samples match them).
+func TestStatusKey(t *testing.T) {
+	id := autoscalingv2.MetricIdentifier{Name: catalog.DemandForecastPerReplica}
+	for _, tc := range []struct {
+		spec   autoscalingv2.MetricSpec
+		status autoscalingv2.MetricStatus
+		want   string
+	}{
+		{podsMetric(metricQueue, resource.MustParse("1")),
+			autoscalingv2.MetricStatus{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{Metric: autoscalingv2.MetricIdentifier{Name: metricQueue}}},
+			"pods/" + metricQueue},
+		{autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{Metric: id}},
+			autoscalingv2.MetricStatus{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricStatus{Metric: id}},
+			"object/" + catalog.DemandForecastPerReplica},
+		{autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: metricKV}}},
+			autoscalingv2.MetricStatus{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricStatus{Metric: autoscalingv2.MetricIdentifier{Name: metricKV}}},
+			"external/" + metricKV},
+		{autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType},
+			autoscalingv2.MetricStatus{Type: autoscalingv2.ResourceMetricSourceType},
+			"resource"},
+	} {
+		if got, spec := statusKey(tc.status), metricKey(tc.spec); got != tc.want || spec != tc.want {
+			t.Errorf("statusKey %q, metricKey %q; want %q for both", got, spec, tc.want)
+		}
 	}
 }

@@ -61,7 +61,7 @@ func (r *report) scoring() scoring {
 
 // write writes <trace>.json (everything but the per-request records),
 // <trace>-summary.json (the same without the fleet samples: small enough to
-// commit, and what -render -merge reads), <trace>-frontier.svg,
+// commit, and what --render --merge reads), <trace>-frontier.svg,
 // <trace>.csv (one summary row per run), <trace>-requests.csv (every
 // record) and <trace>.svg (the chart).
 func (r *report) write(dir string, reqs []loadgen.TraceRequest) error {

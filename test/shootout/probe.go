@@ -117,7 +117,7 @@ func probeCapacity(ctx context.Context, cfg config, tm timing, traceName string,
 	}
 	slos, err := capacity.ParseSLOs(cfg.capacitySLO)
 	if err != nil {
-		return policy{}, nil, fmt.Errorf("-capacity-slo: %w", err)
+		return policy{}, nil, fmt.Errorf("--capacity-slo: %w", err)
 	}
 	url := "http://" + ln.Addr().String()
 	pc := capacity.Config{

@@ -71,12 +71,12 @@ func TestCapacitySLOFlag(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{name: "default follows the shootout's SLO", args: []string{"-slo-ttft", "1s", "-slo-tpot", "50ms"}, want: "ttft:p90<=1s,itl:p90<=50ms,errors<=0.1%"},
-		{name: "given", args: []string{"-capacity-slo", "ttft:p99<=2s"}, want: "ttft:p99<=2s"},
-		{name: "invalid", args: []string{"-capacity-slo", "ttft<=2s"}, wantErr: "-capacity-slo"},
+		{name: "default follows the shootout's SLO", args: []string{"--slo-ttft", "1s", "--slo-tpot", "50ms"}, want: "ttft:p90<=1s,itl:p90<=50ms,errors<=0.1%"},
+		{name: "given", args: []string{"--capacity-slo", "ttft:p99<=2s"}, want: "ttft:p99<=2s"},
+		{name: "invalid", args: []string{"--capacity-slo", "ttft<=2s"}, wantErr: "--capacity-slo"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseFlags(tc.args, getenv)
+			cfg, err := parseArgs(tc.args, getenv)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one about %s", err, tc.wantErr)

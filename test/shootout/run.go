@@ -402,17 +402,19 @@ func hpaReads(h *autoscalingv2.HorizontalPodAutoscaler, tm timing) []HPARead {
 	return out
 }
 
-// statusKey is "KIND/NAME" of a metric in an HPA's status.
+// statusKey is metricKey of a metric in an HPA's status: the key of the
+// spec's metric it reports on.
 func statusKey(m autoscalingv2.MetricStatus) string {
+	spec := autoscalingv2.MetricSpec{Type: m.Type}
 	switch {
 	case m.Pods != nil:
-		return "pods/" + m.Pods.Metric.Name
+		spec.Pods = &autoscalingv2.PodsMetricSource{Metric: m.Pods.Metric}
 	case m.Object != nil:
-		return "object/" + m.Object.Metric.Name
+		spec.Object = &autoscalingv2.ObjectMetricSource{Metric: m.Object.Metric}
 	case m.External != nil:
-		return "external/" + m.External.Metric.Name
+		spec.External = &autoscalingv2.ExternalMetricSource{Metric: m.External.Metric}
 	}
-	return strings.ToLower(string(m.Type))
+	return metricKey(spec)
 }
 
 // samplePods reads each pod's queue, batch, KV cache and GPU utilization

@@ -119,12 +119,12 @@ func TestWarmupFlag(t *testing.T) {
 		wantErr string
 	}{
 		{args: nil, want: 10 * time.Minute},
-		{args: []string{"-warmup", "0"}, want: 0},
-		{args: []string{"-warmup", "2m", "-duration", "10m"}, want: 2 * time.Minute},
-		{args: []string{"-warmup", "-1s"}, wantErr: "-warmup"},
-		{args: []string{"-warmup", "10m", "-duration", "10m"}, wantErr: "-warmup"},
+		{args: []string{"--warmup", "0"}, want: 0},
+		{args: []string{"--warmup", "2m", "--duration", "10m"}, want: 2 * time.Minute},
+		{args: []string{"--warmup", "-1s"}, wantErr: "--warmup"},
+		{args: []string{"--warmup", "10m", "--duration", "10m"}, wantErr: "--warmup"},
 	} {
-		cfg, err := parseFlags(tc.args, getenv)
+		cfg, err := parseArgs(tc.args, getenv)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.wantErr)
@@ -136,7 +136,7 @@ func TestWarmupFlag(t *testing.T) {
 		}
 	}
 	// A warm-up as long as the trace leaves nothing to score.
-	if _, err := prepareTrace("../../testdata/traces/azure-llm-2023-code.csv.gz", config{rateScale: 1, duration: 5 * time.Minute, warmup: 5 * time.Minute, maxModelLen: 8192}); err == nil || !strings.Contains(err.Error(), "-warmup") {
+	if _, err := prepareTrace("../../testdata/traces/azure-llm-2023-code.csv.gz", config{rateScale: 1, duration: 5 * time.Minute, warmup: 5 * time.Minute, maxModelLen: 8192}); err == nil || !strings.Contains(err.Error(), "--warmup") {
 		t.Errorf("prepareTrace with the warm-up past the last request: %v, want an error naming -warmup", err)
 	}
 }

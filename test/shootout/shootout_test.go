@@ -45,9 +45,9 @@ func TestShootoutSmoke(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "-trace", "../../testdata/traces/azure-llm-2023-code.csv.gz",
-		"-duration", "7m", "-warmup", "1m", "-repeats", "1",
-		"-policies", "queue-3,demand-3=inference_demand_per_replica:3,queue-gpu=inference_queue_size:3+gpu_utilization:0.8", "-out", out)
+	cmd := exec.CommandContext(ctx, exe, "--trace", "../../testdata/traces/azure-llm-2023-code.csv.gz",
+		"--duration", "7m", "--warmup", "1m", "--repeats", "1",
+		"--policies", "queue-3,demand-3=inference_demand_per_replica:3,queue-gpu=inference_queue_size:3+gpu_utilization:0.8", "--out", out)
 	cmd.Env = append(os.Environ(), envBin+"="+bin)
 	cmd.WaitDelay = 10 * time.Second
 	var stdout bytes.Buffer

@@ -14,23 +14,46 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/forecast"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
 )
 
-// sweepFamilies maps each family of -sweep to the metric term its policies
-// scale on (the short syntax's [KIND/]METRIC); fixed is a fixed fleet.
+// sweepFamilies maps each family of --sweep to the metric term its policies
+// scale on (the short syntax's [KIND/]METRIC); fixed is a fixed fleet. The
+// forecast families scale on the demand forecast alone (Object, Value):
+// forecast with the adapter's default method, forecast-METHOD with the
+// metric selector method=METHOD (forecastMethod).
 var sweepFamilies = map[string]string{
-	"gpu":    metricGPU,
-	"queue":  metricQueue,
-	"batch":  metricBatch,
-	"kv":     metricKV,
-	"demand": "object/" + catalog.DemandPerReplica,
+	"gpu":          metricGPU,
+	"queue":        metricQueue,
+	"batch":        metricBatch,
+	"kv":           metricKV,
+	"demand":       "object/" + catalog.DemandPerReplica,
+	familyForecast: "object/" + catalog.DemandForecastPerReplica,
+	familyForecast + "-" + string(forecast.Envelope): "object/" + catalog.DemandForecastPerReplica,
+	familyForecast + "-" + string(forecast.Holt):     "object/" + catalog.DemandForecastPerReplica,
+	familyForecast + "-" + string(forecast.Staffing): "object/" + catalog.DemandForecastPerReplica,
 	"rps":    "inference_requests_per_second",
 	"tokens": "inference_generation_tokens_per_second",
 	"fixed":  "fixed",
+}
+
+// familyForecast is the family of the demand forecast at the adapter's
+// default method; forecast-METHOD picks a method.
+const familyForecast = "forecast"
+
+// forecastMethod reports whether fam is a forecast family and the method
+// its selector names (empty: the adapter's default).
+func forecastMethod(fam string) (method string, ok bool) {
+	if fam == familyForecast {
+		return "", true
+	}
+	m, ok := strings.CutPrefix(fam, familyForecast+"-")
+	return m, ok && sweepFamilies[fam] != ""
 }
 
 // minSweepTargets is the fewest targets a sweep tries: enough to span
@@ -38,73 +61,81 @@ var sweepFamilies = map[string]string{
 const minSweepTargets = 4
 
 // probeMargin is the headroom of a probe-derived target: the signal's mean
-// at the SLO capacity × (1 - probeMargin), as the capacity policy's.
+// at the SLO capacity × (1 - probeMargin), as the capacity policy's. The
+// forecast families take the recipe's target instead, with no margin.
 const probeMargin = 0.2
 
-// targetProbe is the -sweep target that stands for the probe-derived one.
+// targetProbe is the --sweep target that stands for the probe-derived one.
 const targetProbe = "probe"
 
-// sweep is one -sweep flag: a family and its targets.
+// sweep is one --sweep flag: a family and its targets.
 type sweep struct {
 	Family  string
 	Targets []string
 }
 
-// sweepFlag is the repeatable -sweep flag.
-type sweepFlag []sweep
+// sweepList is the --sweep flags, parsed.
+type sweepList []sweep
 
-func (f *sweepFlag) String() string {
-	var out []string
-	for _, s := range *f {
-		out = append(out, s.Family+"="+strings.Join(s.Targets, ","))
+// parseSweeps parses every --sweep value (parseSweep), listing every bad
+// one.
+func parseSweeps(values []string) (sweepList, error) {
+	var out sweepList
+	var errs []error
+	for _, v := range values {
+		s, err := parseSweep(out, v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--sweep %w", err))
+			continue
+		}
+		out = append(out, s)
 	}
-	return strings.Join(out, " ")
+	return out, errors.Join(errs...)
 }
 
-// Set parses FAMILY=T1,T2,...: a known family, at least minSweepTargets
-// targets besides "probe", each a positive quantity (a replica count for
-// fixed), none twice.
-func (f *sweepFlag) Set(v string) error {
+// parseSweep parses FAMILY=T1,T2,...: a known family not already in
+// earlier, at least minSweepTargets targets besides "probe", each a
+// positive quantity (a replica count for fixed), none twice.
+func parseSweep(earlier sweepList, v string) (sweep, error) {
 	fam, list, ok := strings.Cut(v, "=")
 	if !ok {
-		return fmt.Errorf("%q: want FAMILY=T1,T2,... (families: %s)", v, strings.Join(familyNames(), ", "))
+		return sweep{}, fmt.Errorf("%q: want FAMILY=T1,T2,... (families: %s)", v, joinFamilies())
 	}
 	if _, ok := sweepFamilies[fam]; !ok {
-		return fmt.Errorf("%q: unknown family %q (families: %s)", v, fam, strings.Join(familyNames(), ", "))
+		return sweep{}, fmt.Errorf("%q: unknown family %q (families: %s)", v, fam, joinFamilies())
 	}
-	if slices.ContainsFunc(*f, func(s sweep) bool { return s.Family == fam }) {
-		return fmt.Errorf("%q: family %s swept twice", v, fam)
+	if slices.ContainsFunc(earlier, func(s sweep) bool { return s.Family == fam }) {
+		return sweep{}, fmt.Errorf("%q: family %s swept twice", v, fam)
 	}
 	s := sweep{Family: fam}
 	n := 0
 	for _, t := range strings.Split(list, ",") {
 		t = strings.TrimSpace(t)
 		if slices.Contains(s.Targets, t) {
-			return fmt.Errorf("%q: target %q given twice", v, t)
+			return sweep{}, fmt.Errorf("%q: target %q given twice", v, t)
 		}
 		s.Targets = append(s.Targets, t)
 		if t == targetProbe {
 			if fam == "fixed" {
-				return fmt.Errorf("%q: a fixed fleet has no probe-derived target", v)
+				return sweep{}, fmt.Errorf("%q: a fixed fleet has no probe-derived target", v)
 			}
 			continue
 		}
 		n++
 		if fam == "fixed" {
 			if k, err := strconv.Atoi(t); err != nil || k < 1 {
-				return fmt.Errorf("%q: a fixed fleet's target is a replica count, got %q", v, t)
+				return sweep{}, fmt.Errorf("%q: a fixed fleet's target is a replica count, got %q", v, t)
 			}
 			continue
 		}
 		if q, err := resource.ParseQuantity(t); err != nil || q.Sign() <= 0 {
-			return fmt.Errorf("%q: target %q is not a positive quantity", v, t)
+			return sweep{}, fmt.Errorf("%q: target %q is not a positive quantity", v, t)
 		}
 	}
 	if n < minSweepTargets {
-		return fmt.Errorf("%q: %d targets; a sweep needs at least %d, from one that scales too late to one that over-provisions", v, n, minSweepTargets)
+		return sweep{}, fmt.Errorf("%q: %d targets; a sweep needs at least %d, from one that scales too late to one that over-provisions", v, n, minSweepTargets)
 	}
-	*f = append(*f, s)
-	return nil
+	return s, nil
 }
 
 func familyNames() []string {
@@ -116,16 +147,33 @@ func familyNames() []string {
 	return out
 }
 
+// joinFamilies is the families, for messages and --help.
+func joinFamilies() string { return strings.Join(familyNames(), ", ") }
+
+// sweepPolicy is policy name of family fam at target q: the family's
+// metric term at q, with the forecast method's selector for
+// forecast-METHOD.
+func sweepPolicy(fam, name string, q resource.Quantity, maxReplicas int) (policy, error) {
+	p, err := userPolicy(name, sweepFamilies[fam]+":"+q.String(), maxReplicas)
+	if err != nil {
+		return policy{}, err
+	}
+	p.Family = fam
+	if method, ok := forecastMethod(fam); ok && method != "" {
+		p.Spec.Metrics[0].Object.Metric.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{catalog.ForecastMethodLabel: method}}
+	}
+	return p, nil
+}
+
 // sweepPolicies generates the policies of the sweeps: FAMILY-TARGET for
 // each target (the target as a quantity, lower case: gpu-800m, queue-3,
 // fixed-4), FAMILY-probe for the probe-derived one. With probe nil the
 // probe-derived policies are placeholders that the probe run on each trace
 // fills in (resolveProbePolicies).
-func sweepPolicies(sweeps sweepFlag, probe *probeResult, maxReplicas int) ([]policy, error) {
+func sweepPolicies(sweeps sweepList, probe *probeResult, maxReplicas int) ([]policy, error) {
 	var out []policy
 	var errs []error
 	for _, s := range sweeps {
-		term := sweepFamilies[s.Family]
 		for _, t := range s.Targets {
 			if t == targetProbe {
 				if probe == nil {
@@ -144,7 +192,7 @@ func sweepPolicies(sweeps sweepFlag, probe *probeResult, maxReplicas int) ([]pol
 			if s.Family == "fixed" {
 				p, err := userPolicy("fixed-"+t, "fixed:"+t, maxReplicas)
 				if err != nil {
-					errs = append(errs, fmt.Errorf("-sweep fixed: %w", err))
+					errs = append(errs, fmt.Errorf("--sweep fixed: %w", err))
 					continue
 				}
 				p.Family = s.Family
@@ -153,12 +201,11 @@ func sweepPolicies(sweeps sweepFlag, probe *probeResult, maxReplicas int) ([]pol
 			}
 			q := resource.MustParse(t)
 			name := s.Family + "-" + strings.ToLower(q.String())
-			p, err := userPolicy(name, term+":"+q.String(), maxReplicas)
+			p, err := sweepPolicy(s.Family, name, q, maxReplicas)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("-sweep %s: %w", s.Family, err))
+				errs = append(errs, fmt.Errorf("--sweep %s: %w", s.Family, err))
 				continue
 			}
-			p.Family = s.Family
 			p.Why = fmt.Sprintf("sweep of %s: target %s", s.Family, q.String())
 			out = append(out, p)
 		}
@@ -174,7 +221,7 @@ func sweepPolicies(sweeps sweepFlag, probe *probeResult, maxReplicas int) ([]pol
 // batch. It has no GPU utilization (the probe runs without a gpu-agent).
 func probeTarget(fam string, probe *probeResult) (float64, string, error) {
 	if probe == nil || !probe.Analysis.Found || probe.Analysis.CapacityStep < 0 || probe.Analysis.CapacityStep >= len(probe.Steps) {
-		return 0, "", fmt.Errorf("-sweep %s=probe: the capacity probe found no capacity", fam)
+		return 0, "", fmt.Errorf("--sweep %s=probe: the capacity probe found no capacity", fam)
 	}
 	st := probe.Steps[probe.Analysis.CapacityStep]
 	sig := st.Server
@@ -182,7 +229,7 @@ func probeTarget(fam string, probe *probeResult) (float64, string, error) {
 		var sum float64
 		for _, x := range v {
 			if x == nil {
-				return 0, fmt.Errorf("-sweep %s=probe: the probe did not measure the %s at capacity", fam, name)
+				return 0, fmt.Errorf("--sweep %s=probe: the probe did not measure the %s at capacity", fam, name)
 			}
 			sum += *x
 		}
@@ -209,34 +256,60 @@ func probeTarget(fam string, probe *probeResult) (float64, string, error) {
 	case "tokens":
 		v, what = st.OutputTokens, "output tokens per second"
 	default:
-		return 0, "", fmt.Errorf("-sweep %s=probe: the capacity probe does not measure the %s signal (it runs without a gpu-agent)", fam, fam)
+		return 0, "", fmt.Errorf("--sweep %s=probe: the capacity probe does not measure the %s signal (it runs without a gpu-agent)", fam, fam)
 	}
 	if err != nil {
 		return 0, "", err
 	}
 	t := v * (1 - probeMargin)
 	if !(t > 0) {
-		return 0, "", fmt.Errorf("-sweep %s=probe: the %s at capacity was %g: no positive target", fam, what, v)
+		return 0, "", fmt.Errorf("--sweep %s=probe: the %s at capacity was %g: no positive target", fam, what, v)
 	}
 	return t, fmt.Sprintf("%s at the SLO capacity (%.3g req/s per replica): %.3g × (1 - %g)", what, probe.Analysis.Capacity, v, probeMargin), nil
 }
 
-// probePolicy is the policy FAMILY-probe on the probe-derived target.
+// probePolicy is the policy FAMILY-probe on the probe-derived target: for
+// a forecast family the recipe's (forecastProbeTarget), for any other
+// probeTarget's.
 func probePolicy(fam string, probe *probeResult, maxReplicas int) (policy, error) {
-	t, why, err := probeTarget(fam, probe)
+	var t float64
+	var why string
+	var err error
+	if _, ok := forecastMethod(fam); ok {
+		t, why, err = forecastProbeTarget(fam, probe, maxReplicas)
+	} else {
+		t, why, err = probeTarget(fam, probe)
+	}
 	if err != nil {
 		return policy{}, err
 	}
-	q := resource.NewMilliQuantity(int64(t*1000+0.5), resource.DecimalSI)
-	if q.Sign() <= 0 {
-		q = resource.NewMilliQuantity(1, resource.DecimalSI)
-	}
-	p, err := userPolicy(fam+"-"+targetProbe, sweepFamilies[fam]+":"+q.String(), maxReplicas)
+	q := resource.NewMilliQuantity(max(1, int64(t*1000+0.5)), resource.DecimalSI)
+	p, err := sweepPolicy(fam, fam+"-"+targetProbe, *q, maxReplicas)
 	if err != nil {
-		return policy{}, fmt.Errorf("-sweep %s=probe: %w", fam, err)
+		return policy{}, fmt.Errorf("--sweep %s=probe: %w", fam, err)
 	}
-	p.Family, p.Why = fam, "probe-derived: "+why
+	p.Why = "probe-derived: " + why
 	return p, nil
+}
+
+// forecastProbeTarget is a forecast family's probe-derived target, the
+// recipe's own (capacity.NewRecipe, as the recipe policies run it): the
+// requests waiting plus running one replica held at the SLO capacity, with
+// no margin (the forecast's headroom is the margin).
+func forecastProbeTarget(fam string, probe *probeResult, maxReplicas int) (float64, string, error) {
+	if probe == nil || !probe.Analysis.Found || probe.Analysis.CapacityStep < 0 || probe.Analysis.CapacityStep >= len(probe.Steps) {
+		return 0, "", fmt.Errorf("--sweep %s=probe: the capacity probe found no capacity", fam)
+	}
+	method, _ := forecastMethod(fam)
+	r, err := capacity.NewRecipe(probe.Steps, probe.Analysis, capacity.HPAOptions{
+		Name: deploymentName, MinReplicas: 1, MaxReplicas: maxReplicas, Method: method,
+	})
+	if err != nil {
+		return 0, "", fmt.Errorf("--sweep %s=probe: %w", fam, err)
+	}
+	sig := probe.Steps[probe.Analysis.CapacityStep].Server
+	return r.ForecastTarget, fmt.Sprintf("the recipe's forecast target, queue + batch at the SLO capacity (%.3g req/s per replica): %.3g + %.3g, no margin",
+		probe.Analysis.Capacity, *sig.Queue, *sig.Batch), nil
 }
 
 // readProbeFile reads a recorded capacity probe: a shootout report
@@ -244,27 +317,27 @@ func probePolicy(fam string, probe *probeResult, maxReplicas int) (policy, error
 func readProbeFile(path string) (*probeResult, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("-probe-file: %w", err)
+		return nil, fmt.Errorf("--probe-file: %w", err)
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, fmt.Errorf("-probe-file %s: %w", path, err)
+		return nil, fmt.Errorf("--probe-file %s: %w", path, err)
 	}
 	if c, ok := top["capacity"]; ok {
 		var p probeResult
 		if err := json.Unmarshal(c, &p); err != nil {
-			return nil, fmt.Errorf("-probe-file %s: capacity: %w", path, err)
+			return nil, fmt.Errorf("--probe-file %s: capacity: %w", path, err)
 		}
 		return &p, nil
 	}
 	if top["steps"] != nil && top["analysis"] != nil {
 		var r capacity.Report
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, fmt.Errorf("-probe-file %s: %w", path, err)
+			return nil, fmt.Errorf("--probe-file %s: %w", path, err)
 		}
 		return &probeResult{How: "the capacity report " + path, Setup: r.Setup, Steps: r.Steps, Analysis: r.Analysis, Recommendation: r.Recommendation}, nil
 	}
-	return nil, fmt.Errorf("-probe-file %s: neither a shootout report with a capacity probe nor a capacity report (steps, analysis)", path)
+	return nil, fmt.Errorf("--probe-file %s: neither a shootout report with a capacity probe nor a capacity report (steps, analysis)", path)
 }
 
 // resolveProbePolicies fills in the probe-derived placeholders of pols

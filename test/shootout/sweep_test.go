@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/forecast"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
 )
 
@@ -37,11 +38,11 @@ func recordedProbe() *probeResult {
 func TestSweepFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string
-		want    sweepFlag
+		want    sweepList
 		wantErr string
 	}{
-		{args: []string{"gpu=0.4,0.6,0.8,0.9"}, want: sweepFlag{{Family: "gpu", Targets: []string{"0.4", "0.6", "0.8", "0.9"}}}},
-		{args: []string{"queue=1,2,3,5,probe", "fixed=1,2,4,8"}, want: sweepFlag{{Family: "queue", Targets: []string{"1", "2", "3", "5", "probe"}}, {Family: "fixed", Targets: []string{"1", "2", "4", "8"}}}},
+		{args: []string{"gpu=0.4,0.6,0.8,0.9"}, want: sweepList{{Family: "gpu", Targets: []string{"0.4", "0.6", "0.8", "0.9"}}}},
+		{args: []string{"queue=1,2,3,5,probe", "fixed=1,2,4,8"}, want: sweepList{{Family: "queue", Targets: []string{"1", "2", "3", "5", "probe"}}, {Family: "fixed", Targets: []string{"1", "2", "4", "8"}}}},
 		{args: []string{"gpu=0.6,0.8,0.9"}, wantErr: "3 targets; a sweep needs at least 4"},
 		{args: []string{"gpu=0.6,0.8,0.9,probe"}, wantErr: "3 targets"},
 		{args: []string{"cpu=1,2,3,4"}, wantErr: `unknown family "cpu"`},
@@ -52,15 +53,15 @@ func TestSweepFlag(t *testing.T) {
 		{args: []string{"fixed=1,2,3,probe"}, wantErr: "no probe-derived target"},
 		{args: []string{"fixed=1,2,3,4.5"}, wantErr: "replica count"},
 		{args: []string{"kv=0.1,0.2,0.3,0.4", "kv=0.5,0.6,0.7,0.8"}, wantErr: "family kv swept twice"},
+		{args: []string{"forecast=1,2,3,4", "forecast-holt=1,2,3,4,probe"}, want: sweepList{{Family: "forecast", Targets: []string{"1", "2", "3", "4"}}, {Family: "forecast-holt", Targets: []string{"1", "2", "3", "4", "probe"}}}},
+		{args: []string{"forecast-arima=1,2,3,4"}, wantErr: `--sweep "forecast-arima=1,2,3,4": unknown family "forecast-arima"`},
+		{args: []string{"forecast-=1,2,3,4"}, wantErr: `unknown family "forecast-"`},
+		{args: []string{"forecast=1,2,3,probe"}, wantErr: `--sweep "forecast=1,2,3,probe": 3 targets`},
+		{args: []string{"forecast-envelope=1,2,-3,4"}, wantErr: `--sweep "forecast-envelope=1,2,-3,4": target "-3" is not a positive quantity`},
+		{args: []string{"forecast-staffing=1,2,3,4", "forecast-staffing=5,6,7,8"}, wantErr: "family forecast-staffing swept twice"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var f sweepFlag
-			var err error
-			for _, a := range tc.args {
-				if err = f.Set(a); err != nil {
-					break
-				}
-			}
+			f, err := parseSweeps(tc.args)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("error %v, want %q", err, tc.wantErr)
@@ -80,12 +81,10 @@ func TestSweepFlag(t *testing.T) {
 // TestSweepPolicies generates the policies of sweeps, the probe-derived
 // targets from the recorded probe.
 func TestSweepPolicies(t *testing.T) {
-	var f sweepFlag
-	for _, a := range []string{"gpu=0.4,0.6,0.8,0.9", "demand=1,2,3,4,probe", "queue=0.5,1,3,5,probe", "batch=1,2,4,8,probe", "kv=0.05,0.1,0.2,0.4,probe",
-		"rps=1,2,3,4,probe", "tokens=50,100,150,200,probe", "fixed=1,2,4,8"} {
-		if err := f.Set(a); err != nil {
-			t.Fatal(err)
-		}
+	f, err := parseSweeps([]string{"gpu=0.4,0.6,0.8,0.9", "demand=1,2,3,4,probe", "queue=0.5,1,3,5,probe", "batch=1,2,4,8,probe", "kv=0.05,0.1,0.2,0.4,probe",
+		"rps=1,2,3,4,probe", "tokens=50,100,150,200,probe", "fixed=1,2,4,8"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	pols, err := sweepPolicies(f, recordedProbe(), 8)
 	if err != nil {
@@ -127,8 +126,8 @@ func TestSweepPolicies(t *testing.T) {
 
 	// Without a recorded probe the probe-derived policies wait for the
 	// probe run on the trace.
-	var q sweepFlag
-	if err := q.Set("queue=1,2,3,5,probe"); err != nil {
+	q, err := parseSweeps([]string{"queue=1,2,3,5,probe"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	pending, err := sweepPolicies(q, nil, 8)
@@ -159,8 +158,8 @@ func TestProbeTargetRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := probePolicy(tc.fam, tc.probe, 8)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "-sweep "+tc.fam+"=probe") {
-				t.Errorf("error %v, want one naming -sweep %s=probe and %q", err, tc.fam, tc.want)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--sweep "+tc.fam+"=probe") {
+				t.Errorf("error %v, want one naming --sweep %s=probe and %q", err, tc.fam, tc.want)
 			}
 		})
 	}
@@ -201,14 +200,14 @@ func TestReadProbeFile(t *testing.T) {
 
 func TestParseFlagsSweep(t *testing.T) {
 	getenv := func(string) string { return "/bin" }
-	cfg, err := parseFlags([]string{"-sweep", "queue=1,2,3,5", "-sweep", "fixed=1,2,4,8"}, getenv)
+	cfg, err := parseArgs([]string{"--sweep", "queue=1,2,3,5", "--sweep", "fixed=1,2,4,8"}, getenv)
 	if err != nil || len(cfg.pols) != 8 {
 		t.Errorf("two sweeps: %d policies (%v), want 8 (and no default policy)", len(cfg.pols), err)
 	}
-	if _, err := parseFlags([]string{"-sweep", "queue=1,2,3,5", "-policies", "queue-3"}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
+	if _, err := parseArgs([]string{"--sweep", "queue=1,2,3,5", "--policies", "queue-3"}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
 		t.Errorf("a sweep's name in -policies: %v", err)
 	}
-	if _, err := parseFlags([]string{"-sweep", "queue=1,2,3"}, getenv); err == nil || !strings.Contains(err.Error(), "-sweep") {
+	if _, err := parseArgs([]string{"--sweep", "queue=1,2,3"}, getenv); err == nil || !strings.Contains(err.Error(), "--sweep") {
 		t.Errorf("a short sweep: %v", err)
 	}
 	probe := filepath.Join(t.TempDir(), "tr.json")
@@ -219,19 +218,19 @@ func TestParseFlagsSweep(t *testing.T) {
 	if err := os.WriteFile(probe, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err = parseFlags([]string{"-trace", "a.csv", "-sweep", "batch=1,2,3,4,probe", "-probe-file", probe}, getenv)
+	cfg, err = parseArgs([]string{"--trace", "a.csv", "--sweep", "batch=1,2,3,4,probe", "--probe-file", probe}, getenv)
 	if err != nil || len(cfg.pols) != 5 || cfg.pols[4].targetText() != "2160m" {
-		t.Errorf("-probe-file: %+v (%v), want batch-probe at 2160m", cfg.pols, err)
+		t.Errorf("--probe-file: %+v (%v), want batch-probe at 2160m", cfg.pols, err)
 	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-sweep", "batch=1,2,3,4,probe", "-probe-file", probe}, "give one -trace"},
-		{[]string{"-trace", "a.csv", "-sweep", "batch=1,2,3,4", "-probe-file", probe}, "-probe-file is used only by"},
-		{[]string{"-trace", "a.csv", "-sweep", "gpu=1,2,3,4,probe", "-probe-file", probe}, "does not measure the gpu signal"},
+		{[]string{"--sweep", "batch=1,2,3,4,probe", "--probe-file", probe}, "give one --trace"},
+		{[]string{"--trace", "a.csv", "--sweep", "batch=1,2,3,4", "--probe-file", probe}, "--probe-file is used only by"},
+		{[]string{"--trace", "a.csv", "--sweep", "gpu=1,2,3,4,probe", "--probe-file", probe}, "does not measure the gpu signal"},
 	} {
-		if _, err := parseFlags(tc.args, getenv); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := parseArgs(tc.args, getenv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
@@ -318,5 +317,186 @@ func TestGuidelinePolicies(t *testing.T) {
 	}
 	if _, err := resolveProbePolicies(pending, noKV, newTiming(15, time.Minute), 8); err == nil || !strings.Contains(err.Error(), "kv-80: the capacity probe measured no KV-cache usage") {
 		t.Errorf("no KV measured: error %v, want one naming kv-80 and the KV-cache usage", err)
+	}
+}
+
+// TestForecastFamilies: there is a forecast-METHOD family for every method
+// the adapter's forecast has, and no other.
+func TestForecastFamilies(t *testing.T) {
+	want := map[string]bool{}
+	for _, m := range forecast.Methods() {
+		fam := familyForecast + "-" + string(m)
+		want[fam] = true
+		if got, ok := forecastMethod(fam); !ok || got != string(m) {
+			t.Errorf("forecastMethod(%q) = %q, %v; want %q", fam, got, ok, m)
+		}
+	}
+	for fam := range sweepFamilies {
+		if strings.HasPrefix(fam, familyForecast+"-") && !want[fam] {
+			t.Errorf("family %s names no forecast method (methods: %v)", fam, forecast.Methods())
+		}
+		delete(want, fam)
+	}
+	if len(want) > 0 {
+		t.Errorf("no family for %v", want)
+	}
+	if m, ok := forecastMethod(familyForecast); !ok || m != "" {
+		t.Errorf("forecastMethod(forecast) = %q, %v; want the adapter's default", m, ok)
+	}
+	for _, fam := range []string{"demand", "forecast-arima", "gpu"} {
+		if _, ok := forecastMethod(fam); ok {
+			t.Errorf("forecastMethod(%q) says it is a forecast family", fam)
+		}
+	}
+}
+
+// TestSweepForecastPolicies: the forecast families are the demand forecast
+// alone, an Object metric on the fleet's Deployment at a Value, with the
+// method's selector for forecast-METHOD; their probe-derived target is the
+// recipe's (queue + batch at capacity, no margin), the same as the recipe
+// policies run from the same probe.
+func TestSweepForecastPolicies(t *testing.T) {
+	f, err := parseSweeps([]string{"forecast=1,2,3,5,probe", "forecast-envelope=1,2,3,5,probe", "forecast-holt=0.5,1,2,4", "forecast-staffing=2,4,6,8,probe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pols, err := sweepPolicies(f, recordedProbe(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkNames(pols); err != nil {
+		t.Error(err)
+	}
+	got := map[string]string{}
+	for _, p := range pols {
+		if len(p.Spec.Metrics) != 1 {
+			t.Fatalf("%s: %d metrics, want the forecast alone", p.Name, len(p.Spec.Metrics))
+		}
+		m := p.Spec.Metrics[0]
+		method := "default"
+		if sel := m.Object.Metric.Selector; sel != nil {
+			method = sel.MatchLabels[catalog.ForecastMethodLabel]
+		}
+		if m.Object.DescribedObject != deploymentRef() {
+			t.Errorf("%s: describedObject %+v, want the fleet's Deployment", p.Name, m.Object.DescribedObject)
+		}
+		got[p.Name] = family(p) + " " + p.metricText() + " " + p.targetText() + " " + method
+	}
+	const fc = "object/" + catalog.DemandForecastPerReplica
+	want := map[string]string{
+		"forecast-1": "forecast " + fc + " 1 (Value) default", "forecast-2": "forecast " + fc + " 2 (Value) default",
+		"forecast-3": "forecast " + fc + " 3 (Value) default", "forecast-5": "forecast " + fc + " 5 (Value) default",
+		"forecast-probe":          "forecast " + fc + " 2950m (Value) default", // 0.25 + 2.7, no margin
+		"forecast-envelope-1":     "forecast-envelope " + fc + " 1 (Value) envelope",
+		"forecast-envelope-2":     "forecast-envelope " + fc + " 2 (Value) envelope",
+		"forecast-envelope-3":     "forecast-envelope " + fc + " 3 (Value) envelope",
+		"forecast-envelope-5":     "forecast-envelope " + fc + " 5 (Value) envelope",
+		"forecast-envelope-probe": "forecast-envelope " + fc + " 2950m (Value) envelope",
+		"forecast-holt-500m":      "forecast-holt " + fc + " 500m (Value) holt",
+		"forecast-holt-1":         "forecast-holt " + fc + " 1 (Value) holt",
+		"forecast-holt-2":         "forecast-holt " + fc + " 2 (Value) holt",
+		"forecast-holt-4":         "forecast-holt " + fc + " 4 (Value) holt",
+		"forecast-staffing-2":     "forecast-staffing " + fc + " 2 (Value) staffing",
+		"forecast-staffing-4":     "forecast-staffing " + fc + " 4 (Value) staffing",
+		"forecast-staffing-6":     "forecast-staffing " + fc + " 6 (Value) staffing",
+		"forecast-staffing-8":     "forecast-staffing " + fc + " 8 (Value) staffing",
+		"forecast-staffing-probe": "forecast-staffing " + fc + " 2950m (Value) staffing",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("forecast sweep policies (-want +got):\n%s", diff)
+	}
+
+	// The probe-derived target is the recipe's forecast target.
+	recipe, err := recipePolicy(policyRecipeSignal, recordedProbe(), newTiming(15, time.Minute), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipeTarget := recipe.Spec.Metrics[0].Object.Target.Value.String()
+	for _, p := range pols {
+		if !strings.HasSuffix(p.Name, "-probe") {
+			continue
+		}
+		if got := p.Spec.Metrics[0].Object.Target.Value.String(); got != recipeTarget {
+			t.Errorf("%s: target %s, want the recipe's %s", p.Name, got, recipeTarget)
+		}
+		if !strings.Contains(p.Why, "the recipe's forecast target") || !strings.Contains(p.Why, "at the SLO capacity (3.25 req/s per replica)") || !strings.Contains(p.Why, "no margin") {
+			t.Errorf("%s: why %q does not say where the target comes from", p.Name, p.Why)
+		}
+	}
+
+	// The HPA the shootout creates keeps the method's selector, and the
+	// forecast's Value target is not a rate: not scaled by the compression.
+	var envelope policy
+	for _, p := range pols {
+		if p.Name == "forecast-envelope-3" {
+			envelope = p
+		}
+	}
+	h := hpa(envelope, deploymentName, 1, 8, newTiming(15, time.Minute))
+	if m := h.Spec.Metrics[0].Object; m == nil || m.Metric.Selector == nil || m.Metric.Selector.MatchLabels[catalog.ForecastMethodLabel] != "envelope" || m.Target.Value.String() != "3" {
+		t.Errorf("forecast-envelope-3's HPA metric %+v, want %s at 3 with the selector method=envelope", h.Spec.Metrics[0], catalog.DemandForecastPerReplica)
+	}
+
+	// Without a recorded probe the probe-derived policy waits for the probe
+	// run on the trace, and gets the same target from it.
+	pending, err := sweepPolicies(sweepList{{Family: "forecast-holt", Targets: []string{"1", "2", "3", "4", "probe"}}}, nil, 8)
+	if err != nil || len(pending) != 5 || pending[4].probeFamily != "forecast-holt" || pending[4].isHPA() {
+		t.Fatalf("pending %+v (%v)", pending, err)
+	}
+	resolved, err := resolveProbePolicies(pending, recordedProbe(), newTiming(15, time.Minute), 8)
+	if err != nil || resolved[4].targetText() != "2950m (Value)" || resolved[4].Spec.Metrics[0].Object.Metric.Selector.MatchLabels[catalog.ForecastMethodLabel] != "holt" {
+		t.Errorf("resolved %+v (%v)", resolved[4], err)
+	}
+}
+
+// TestForecastProbeRefused: a forecast family's probe-derived target is
+// refused, naming the sweep, when the probe found no capacity or did not
+// measure the queue and batch there.
+func TestForecastProbeRefused(t *testing.T) {
+	noBatch := recordedProbe()
+	noBatch.Steps[1].Server.Batch = nil
+	notFound := recordedProbe()
+	notFound.Analysis = capacity.Analysis{CapacityStep: -1}
+	for _, tc := range []struct {
+		name  string
+		fam   string
+		probe *probeResult
+		want  string
+	}{
+		{"no batch measured", "forecast-holt", noBatch, "queue and batch size were not measured"},
+		{"no capacity", "forecast", notFound, "found no capacity"},
+		{"no probe", "forecast-envelope", nil, "found no capacity"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := probePolicy(tc.fam, tc.probe, 8)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--sweep "+tc.fam+"=probe") {
+				t.Errorf("error %v, want one naming --sweep %s=probe and %q", err, tc.fam, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseFlagsForecastSweep: the forecast families on the command line,
+// with a recorded probe.
+func TestParseFlagsForecastSweep(t *testing.T) {
+	getenv := func(string) string { return "/bin" }
+	probe := filepath.Join(t.TempDir(), "capacity.json")
+	raw, err := json.Marshal(capacity.Report{Steps: recordedProbe().Steps, Analysis: recordedProbe().Analysis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(probe, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseArgs([]string{"--trace", "a.csv", "--sweep", "forecast-envelope=1,2,3,5,probe", "--sweep", "forecast=1,2,3,5", "--probe-file", probe}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.pols) != 9 || cfg.pols[4].Name != "forecast-envelope-probe" || cfg.pols[4].targetText() != "2950m (Value)" {
+		t.Errorf("policies %+v, want 9 with forecast-envelope-probe at 2950m", cfg.pols)
+	}
+	if _, err := parseArgs([]string{"--sweep", "forecast-arima=1,2,3,4", "--sweep", "forecast=1,2"}, getenv); err == nil ||
+		!strings.Contains(err.Error(), `unknown family "forecast-arima"`) || !strings.Contains(err.Error(), `"forecast=1,2": 2 targets`) {
+		t.Errorf("two bad forecast sweeps: %v, want both named", err)
 	}
 }
