@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
@@ -35,8 +37,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return cli.ExitCode(err)
 }
 
-// run parses args, validates them and serves until ctx is done; a bad
-// command line is a cli.UsageError.
+// run parses args, validates them, configures logging and serves until ctx
+// is done; a bad command line is a cli.UsageError.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, done, err := parse(args, stdout, stderr)
 	if done || err != nil {
@@ -45,6 +47,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return cli.Usage(err)
 	}
+	// Logging is configured once per process, after every flag is known to
+	// be valid and before anything logs.
+	if err := logsapi.ValidateAndApply(o.logging, nil); err != nil {
+		return cli.Usage(err)
+	}
+	logs.InitLogs()
+	defer logs.FlushLogs()
 	if o.frontDoor.Backend != "" {
 		return runFrontDoor(ctx, o)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/sim"
@@ -27,17 +29,21 @@ type Options struct {
 	shutdownTimeout time.Duration
 	sim             sim.Config
 	frontDoor       sim.FrontDoorConfig // front-door mode when Backend is set
+	// logging is klog's configuration: --logging-format, -v, --vmodule.
+	logging *logsapi.LoggingConfiguration
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{listen: "127.0.0.1:8000", shutdownTimeout: 10 * time.Second, sim: sim.DefaultConfig(),
-		frontDoor: sim.FrontDoorConfig{Pool: "pool", MaxHold: 5 * time.Minute, ProbeEvery: 100 * time.Millisecond}}
+		frontDoor: sim.FrontDoorConfig{Pool: "pool", MaxHold: 5 * time.Minute, ProbeEvery: 100 * time.Millisecond},
+		logging:   logsapi.NewLoggingConfiguration()}
 }
 
 // Flags returns inference-sim's flags bound to o, in sections: the server
 // (address, models, page format, clock), the engine (profile, batch and KV
-// limits, step time) and the front door.
+// limits, step time), the front door, and logging (k8s.io/component-base/logs:
+// --logging-format text or json, -v, --vmodule).
 func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	c := &o.sim
@@ -68,6 +74,14 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.frontDoor.Backend, "front-door-backend", o.frontDoor.Backend, "Run as a front door (a router) instead of a model server: hold every request while this backend's /health does not answer 200 (e.g. a Service with no Ready pod), forward them once it does, and publish the held requests on /metrics as the Gateway API Inference Extension's endpoint picker does (inference_extension_flow_control_queue_size). Base URL, e.g. http://my-model:8000. Empty: a model server.")
 	fs.StringVar(&o.frontDoor.Pool, "front-door-pool", o.frontDoor.Pool, "Front door: the inference_pool label of its gauge.")
 	fs.DurationVar(&o.frontDoor.MaxHold, "front-door-max-hold", o.frontDoor.MaxHold, "Front door: how long one request is held at most before it is answered 503.")
+
+	fs = fss.FlagSet("logging")
+	logsapi.AddFlags(o.logging, fs)
+	// Split output streams need the LoggingAlphaOptions feature gate, which
+	// the simulator does not offer (as the adapter): --help does not list them.
+	for _, name := range []string{"log-text-split-stream", "log-text-info-buffer-size", "log-json-split-stream", "log-json-info-buffer-size"} {
+		_ = fs.MarkHidden(name)
+	}
 	return fss
 }
 
@@ -87,6 +101,9 @@ func (o *Options) Validate() error {
 		if err := o.frontDoor.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := logsapi.Validate(o.logging, nil, nil).ToAggregate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -38,8 +38,9 @@ type Main func(args []string, stdout, stderr io.Writer) int
 // CheckSectionedHelp fails the test unless main, run with --help, exits 0
 // and prints on stdout (nothing on stderr) a usage text and then exactly
 // cli.Sections(fss), with the section headers sections ("Server flags:",
-// ...) in that order and every flag of fss on one line, once; and unless an
-// unknown flag exits 2 with the error on stderr and nothing on stdout.
+// ...) in that order and every flag of fss that is not hidden on one line,
+// once; and unless an unknown flag exits 2 with the error on stderr and
+// nothing on stdout.
 func CheckSectionedHelp(t *testing.T, main Main, fss cliflag.NamedFlagSets, sections []string) {
 	t.Helper()
 	var out, errOut strings.Builder
@@ -80,6 +81,9 @@ func helpDiff(help string, fss cliflag.NamedFlagSets, sections []string) string 
 	}
 	var problems []string
 	cli.FlagSet("", fss).VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return // --help does not list it
+		}
 		line := regexp.MustCompile(`(?m)^ +(-[a-z], )?--` + regexp.QuoteMeta(f.Name) + ` `)
 		if n := len(line.FindAllString(listing, -1)); n != 1 {
 			problems = append(problems, fmt.Sprintf("--%s listed %d times", f.Name, n))

@@ -22,6 +22,8 @@ func twoSections() cliflag.NamedFlagSets {
 	fss.FlagSet("server").String("url", "http://127.0.0.1:8000", "Base URL; see --rate.")
 	fss.FlagSet("load").Float64("rate", 1, "Requests per second.")
 	fss.FlagSet("load").Int("n", 1, "How many.")
+	fss.FlagSet("load").Bool("hidden", false, "Not listed.")
+	_ = fss.FlagSet("load").MarkHidden("hidden")
 	return fss
 }
 
