@@ -6,6 +6,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -106,7 +107,16 @@ func TestRunUnreachableAndUnknownModel(t *testing.T) {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite the docs' flag block from --help")
+
+// TestDocsListTheFlags fails when the docs page's capacity flag block differs
+// from --help; go test ./cmd/capacity/app -update rewrites it.
 func TestDocsListTheFlags(t *testing.T) {
+	if *update {
+		if err := clitest.WriteSections("../../../docs/capacity.md", "capacity", NewOptions().Flags()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	clitest.DocsListSections(t, "../../../docs/capacity.md", "capacity", NewOptions().Flags())
 }
 

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"flag"
 	"strings"
 	"testing"
 
@@ -64,9 +65,16 @@ func TestRunRejectsBadFlagsBeforeListening(t *testing.T) {
 	}
 }
 
-// TestDocsListTheFlags fails when docs/inference-sim.md's flag block
-// differs from --help.
+var update = flag.Bool("update", false, "rewrite the docs' flag block from --help")
+
+// TestDocsListTheFlags fails when the docs page's inference-sim flag block differs
+// from --help; go test ./cmd/inference-sim/app -update rewrites it.
 func TestDocsListTheFlags(t *testing.T) {
+	if *update {
+		if err := clitest.WriteSections("../../../docs/inference-sim.md", "inference-sim", NewOptions().Flags()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	clitest.DocsListSections(t, "../../../docs/inference-sim.md", "inference-sim", NewOptions().Flags())
 }
 

@@ -4,6 +4,7 @@
 package app
 
 import (
+	"flag"
 	"strings"
 	"testing"
 
@@ -74,6 +75,15 @@ func TestConfigListsEveryProblem(t *testing.T) {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite the docs' flag block from --help")
+
+// TestDocsListTheFlags fails when the docs page's loadgen flag block differs
+// from --help; go test ./cmd/loadgen/app -update rewrites it.
 func TestDocsListTheFlags(t *testing.T) {
+	if *update {
+		if err := clitest.WriteSections("../../../docs/inference-sim.md", "loadgen", NewOptions().Flags()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	clitest.DocsListSections(t, "../../../docs/inference-sim.md", "loadgen", NewOptions().Flags())
 }

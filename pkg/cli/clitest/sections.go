@@ -31,6 +31,30 @@ func DocsListSections(t *testing.T, path, name string, fss cliflag.NamedFlagSets
 	}
 }
 
+// WriteSections rewrites the block DocsListSections checks in the docs page
+// at path to cli.Sections(fss), leaving the rest of the page as it is: the
+// -update of a command's docs test.
+func WriteSections(path, name string, fss cliflag.NamedFlagSets) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading docs: %w", err)
+	}
+	mark := "<!-- " + name + " flags -->\n```\n"
+	before, after, ok := strings.Cut(string(doc), mark)
+	if !ok {
+		return fmt.Errorf("%s: no %s flags block (a line <!-- %s flags --> and a line ```)", path, name, name)
+	}
+	_, rest, ok := strings.Cut(after, "```")
+	if !ok {
+		return fmt.Errorf("%s: the %s flags block does not end", path, name)
+	}
+	page := before + mark + cli.Sections(fss) + "```" + rest
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+		return fmt.Errorf("writing docs: %w", err)
+	}
+	return nil
+}
+
 // Main is a command's entry point: it runs with args and returns the
 // process exit code.
 type Main func(args []string, stdout, stderr io.Writer) int

@@ -74,12 +74,30 @@ func TestCheckSectionedHelp(t *testing.T) {
 	CheckSectionedHelp(t, main, fss, []string{"Server flags:", "Load flags:"})
 }
 
-func TestDocsListSections(t *testing.T) {
+// TestWriteSections: WriteSections rewrites a stale block, and only it, to
+// the block DocsListSections wants.
+func TestWriteSections(t *testing.T) {
 	fss := twoSections()
 	path := filepath.Join(t.TempDir(), "doc.md")
-	doc := "# tool\n\n<!-- tool flags -->\n```\n" + cli.Sections(fss) + "```\n"
-	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+	const stale = "# tool\n\n<!-- tool flags -->\n```\n      --n int   how few\n```\n\nMore prose.\n"
+	if err := os.WriteFile(path, []byte(stale), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if problem := blockDiff(stale, "tool", cli.Sections(fss)); !strings.Contains(problem, "differs from --help") {
+		t.Fatalf("blockDiff of the stale page = %q", problem)
+	}
+	if err := WriteSections(path, "tool", fss); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# tool\n\n<!-- tool flags -->\n```\n" + cli.Sections(fss) + "```\n\nMore prose.\n"; string(b) != want {
+		t.Errorf("rewritten page:\n%s\nwant:\n%s", b, want)
+	}
 	DocsListSections(t, path, "tool", fss)
+	if err := WriteSections(filepath.Join(t.TempDir(), "none.md"), "tool", fss); err == nil {
+		t.Error("WriteSections of a missing page: no error")
+	}
 }
