@@ -59,17 +59,17 @@ func NewOptions() *Options {
 // --vmodule). Call it once per Options.
 func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
-	serving := section(&fss, "serving")
+	serving := fss.FlagSet("serving")
 	serving.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress,
 		"Address to serve /metrics and /healthz on.")
 	serving.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections,
 		"Most HTTP connections served at once; more wait until one closes. Requests, answers and idle connections have time limits (docs/gpu-agent.md).")
 
-	collection := section(&fss, "collection")
+	collection := fss.FlagSet("collection")
 	collection.DurationVar(&o.Interval, "interval", o.Interval,
 		"Time between collections (NVML read and pod-resources List); also the window of the GPM SM activity. 1s to 5m (from 100ms with --testing-fake-nvml, for time-compressed tests).")
 
-	pods := section(&fss, "pod resources")
+	pods := fss.FlagSet("pod resources")
 	pods.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket,
 		"Unix socket of the kubelet pod-resources API.")
 	pods.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout,
@@ -77,7 +77,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	pods.StringSliceVar(&o.ResourceNames, "resource-names", o.ResourceNames,
 		"Extended resources whose device IDs are GPU or MIG UUIDs; an entry ending in * matches by prefix (e.g. nvidia.com/mig-*).")
 
-	gpus := section(&fss, "NVML")
+	gpus := fss.FlagSet("NVML")
 	gpus.StringVar(&o.NVMLLibraryPath, "nvml-library-path", o.NVMLLibraryPath,
 		"Path of libnvidia-ml.so.1 to load; empty means the dynamic loader's search path.")
 	gpus.DurationVar(&o.NVMLMaxRetryInterval, "nvml-max-retry-interval", o.NVMLMaxRetryInterval,
@@ -93,14 +93,6 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		_ = logging.MarkHidden(name)
 	}
 	return fss
-}
-
-// section is fss's flag set called name, listing its flags in the order
-// they are added.
-func section(fss *cliflag.NamedFlagSets, name string) *pflag.FlagSet {
-	fs := fss.FlagSet(name)
-	fs.SortFlags = false
-	return fs
 }
 
 // newFlagSet returns one set holding all of fss's flags, for parsing.
