@@ -74,7 +74,8 @@ func newOptions() *options {
 	}
 }
 
-// flags defines the options' flags, in named sections for --help.
+// flags defines the options' flags, in named sections for --help (which
+// lists each section's flags sorted by name).
 func (o *options) flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 
@@ -108,9 +109,6 @@ func (o *options) flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.out, "out", o.out, "Directory for the report files.")
 	fs.BoolVar(&o.render, "render", o.render, "Run nothing: from the JSON and requests CSV already in --out, recompute each policy's summary, rewrite the report files (JSON, CSV, SVG, summary, frontier) and print the tables; with --merge, from summary files instead.")
 	fs.StringSliceVar(&o.merge, "merge", o.merge, "With --render: summary files (<trace>-summary.json, from one or several runs, e.g. parts run on different days), comma-separated or repeated, to merge by trace into the points, intervals and frontier chart written in --out.")
-	for _, name := range fss.Order {
-		fss.FlagSets[name].SortFlags = false // --help lists them in this order
-	}
 	return fss
 }
 
