@@ -36,7 +36,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{listen: "127.0.0.1:8000", shutdownTimeout: 10 * time.Second, sim: sim.DefaultConfig(),
-		frontDoor: sim.FrontDoorConfig{Pool: "pool", MaxHold: 5 * time.Minute, ProbeEvery: 100 * time.Millisecond},
+		frontDoor: sim.FrontDoorConfig{Pool: "pool", MaxHold: 5 * time.Minute, ProbeEvery: 100 * time.Millisecond, Names: sim.NamesDeprecated},
 		logging:   logsapi.NewLoggingConfiguration()}
 }
 
@@ -71,9 +71,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.DurationVar(&c.StepPerSeq, "decode-time-per-seq", c.StepPerSeq, "Step time added per request in the step's batch.")
 
 	fs = fss.FlagSet("front door")
-	fs.StringVar(&o.frontDoor.Backend, "front-door-backend", o.frontDoor.Backend, "Run as a front door (a router) instead of a model server: hold every request while this backend's /health does not answer 200 (e.g. a Service with no Ready pod), forward them once it does, and publish the held requests on /metrics as the Gateway API Inference Extension's endpoint picker does (inference_extension_flow_control_queue_size). Base URL, e.g. http://my-model:8000. Empty: a model server.")
+	fs.StringVar(&o.frontDoor.Backend, "front-door-backend", o.frontDoor.Backend, "Run as a front door (a router) instead of a model server: hold every request while this backend's /health does not answer 200 (e.g. a Service with no Ready pod), forward them once it does, and publish the held requests and those in flight on /metrics as an endpoint picker does (names by --front-door-metric-names). Base URL, e.g. http://my-model:8000. Empty: a model server.")
 	fs.StringVar(&o.frontDoor.Pool, "front-door-pool", o.frontDoor.Pool, "Front door: the inference_pool label of its gauge.")
 	fs.DurationVar(&o.frontDoor.MaxHold, "front-door-max-hold", o.frontDoor.MaxHold, "Front door: how long one request is held at most before it is answered 503.")
+	fs.StringVar(&o.frontDoor.Names, "front-door-metric-names", o.frontDoor.Names, "Front door: whose names its gauges carry: deprecated (the Gateway API Inference Extension's endpoint picker: inference_extension_flow_control_queue_size, inference_objective_running_requests, inference_extension_flow_control_pool_saturation), current (llm-d's router: llm_d_epp_flow_control_queue_size, llm_d_epp_request_running, llm_d_epp_flow_control_pool_saturation) or both (llm-d's router as it ships: the current names and the deprecated ones beside them, with the same values).")
+	fs.IntVar(&o.frontDoor.SaturationAt, "front-door-saturation-at", o.frontDoor.SaturationAt, "Front door: publish the pool's saturation as the requests in flight over this many (1 while the backend has no healthy endpoint, as llm-d reads an empty pool). 0: no saturation series, as an endpoint picker without flow control.")
 
 	fs = fss.FlagSet("logging")
 	logsapi.AddFlags(o.logging, fs)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +36,34 @@ type FrontDoorConfig struct {
 	MaxHold time.Duration
 	// ProbeEvery is the period of the backend's /health probe.
 	ProbeEvery time.Duration
+	// Names is which endpoint picker's metric names the page uses: one of
+	// FrontDoorNames; empty is NamesDeprecated.
+	Names string
+	// SaturationAt is the number of requests in flight at which the pool
+	// reads saturated (1); 0 publishes no pool saturation, as an endpoint
+	// picker without flow control.
+	SaturationAt int
 }
+
+// The metric names a front door publishes (FrontDoorConfig.Names), as the
+// endpoint pickers do (docs/metrics.md, served on Services).
+const (
+	// NamesDeprecated: the Gateway API Inference Extension's EPP:
+	// inference_extension_flow_control_queue_size,
+	// inference_objective_running_requests and
+	// inference_extension_flow_control_pool_saturation.
+	NamesDeprecated = "deprecated"
+	// NamesCurrent: llm-d's router under its current names only:
+	// llm_d_epp_flow_control_queue_size, llm_d_epp_request_running and
+	// llm_d_epp_flow_control_pool_saturation (per stage).
+	NamesCurrent = "current"
+	// NamesBoth: llm-d's router as it ships, each gauge under its current
+	// name and again under the deprecated one, with the same value.
+	NamesBoth = "both"
+)
+
+// FrontDoorNames lists the values of FrontDoorConfig.Names.
+var FrontDoorNames = []string{NamesDeprecated, NamesCurrent, NamesBoth}
 
 // Validate reports what is wrong with c.
 func (c FrontDoorConfig) Validate() error {
@@ -50,6 +78,12 @@ func (c FrontDoorConfig) Validate() error {
 	if c.ProbeEvery <= 0 {
 		errs = append(errs, fmt.Errorf("front-door probe period must be positive, got %s", c.ProbeEvery))
 	}
+	if c.Names != "" && !slices.Contains(FrontDoorNames, c.Names) {
+		errs = append(errs, fmt.Errorf("front-door metric names %q: want one of %s", c.Names, strings.Join(FrontDoorNames, ", ")))
+	}
+	if c.SaturationAt < 0 {
+		errs = append(errs, fmt.Errorf("front-door saturation point must not be negative, got %d", c.SaturationAt))
+	}
 	return errors.Join(errs...)
 }
 
@@ -57,14 +91,20 @@ func (c FrontDoorConfig) Validate() error {
 // API Inference Extension's endpoint picker does with flow control on: it
 // holds every request while the backend has no healthy endpoint (as at zero
 // replicas), and dispatches the held requests once the backend's /health
-// answers 200. It publishes the requests it holds, not yet dispatched, on
-// /metrics as the EPP does: inference_extension_flow_control_queue_size.
+// answers 200. It publishes on /metrics, as the EPP does, the requests it
+// holds, not yet dispatched (inference_extension_flow_control_queue_size
+// or llm_d_epp_flow_control_queue_size), those it dispatched and has not
+// seen finish (inference_objective_running_requests or
+// llm_d_epp_request_running) and, with a SaturationAt, the pool's
+// saturation (inference_extension_flow_control_pool_saturation or
+// llm_d_epp_flow_control_pool_saturation): the names by Names.
 type FrontDoor struct {
 	cfg     FrontDoorConfig
 	backend *url.URL
 	proxy   *httputil.ReverseProxy
 	probe   *http.Client
 	pending atomic.Int64
+	running atomic.Int64
 	// bodyTimeout bounds the wall-clock time of reading a request body.
 	bodyTimeout time.Duration
 
@@ -121,6 +161,23 @@ type attemptKey struct{}
 // Pending returns the number of requests held now.
 func (f *FrontDoor) Pending() int64 { return f.pending.Load() }
 
+// Running returns the number of requests dispatched and not yet finished.
+func (f *FrontDoor) Running() int64 { return f.running.Load() }
+
+// Saturation returns the pool's saturation as the page publishes it: the
+// requests in flight over SaturationAt, and 1 while the backend has no
+// healthy endpoint (llm-d reads an empty pool as saturated); ok is false
+// without a SaturationAt.
+func (f *FrontDoor) Saturation() (v float64, ok bool) {
+	if f.cfg.SaturationAt <= 0 {
+		return 0, false
+	}
+	if ready, _ := f.state(); !ready {
+		return 1, true
+	}
+	return float64(f.running.Load()) / float64(f.cfg.SaturationAt), true
+}
+
 // Handler serves /health (always 200: the router is up), /metrics, and
 // holds then forwards everything else.
 func (f *FrontDoor) Handler() http.Handler {
@@ -131,17 +188,74 @@ func (f *FrontDoor) Handler() http.Handler {
 	return mux
 }
 
-// flowControlHelp is the EPP's HELP text of the gauge, "[ALPHA] " included
-// (gateway-api-inference-extension pkg/epp/metrics/metrics.go).
-const flowControlHelp = "[ALPHA] Current number of requests being actively managed by the EPP flow control layer, from the start of the EnqueueAndWait call until a final outcome is reached."
+// The EPP's HELP texts, "[ALPHA] " included: the Gateway API Inference
+// Extension's (pkg/epp/metrics/metrics.go) and llm-d-router's
+// (pkg/epp/metrics/llm_d_router_metrics.go, subsystem llm_d_epp), whose
+// deprecated families say which name replaces them.
+const (
+	queueHelp      = "[ALPHA] Current number of requests actively held in the Flow Control queue."
+	runningHelp    = "[ALPHA] Current number of active running requests."
+	oldRunningHelp = "[ALPHA] Inference objective number of running requests in each model."
+	saturationHelp = "[ALPHA] Pool saturation signal gating Flow Control dispatch. The stage label partitions by pipeline role: 'prefill' and 'decode' are per-stage signals, 'effective' is max(prefill, decode) and is the value used for gating. 1.0 is the gating set point; values above 1.0 indicate the magnitude of oversubscription past it. An empty pool reads as 1.0."
+	// gieSaturationHelp is the Gateway API Inference Extension's text of
+	// its pool saturation gauge, one per pool, without stages.
+	gieSaturationHelp = "[ALPHA] Pool saturation signal gating Flow Control dispatch."
+	// flowControlHelp is the Gateway API Inference Extension's own text
+	// of its queue gauge.
+	flowControlHelp = "[ALPHA] Current number of requests being actively managed by the EPP flow control layer, from the start of the EnqueueAndWait call until a final outcome is reached."
+)
+
+// deprecatedHelp is llm-d's HELP of a deprecated family: current names it.
+func deprecatedHelp(current, help string) string {
+	return "[ALPHA] [Deprecated: Use " + current + "] " + strings.TrimPrefix(help, "[ALPHA] ")
+}
 
 func (f *FrontDoor) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	model := escapeLabel(f.cfg.Model)
-	fmt.Fprintf(w, "# HELP inference_extension_flow_control_queue_size %s\n", flowControlHelp)
-	fmt.Fprintf(w, "# TYPE inference_extension_flow_control_queue_size gauge\n")
-	fmt.Fprintf(w, "inference_extension_flow_control_queue_size{fairness_id=\"default\",inference_pool=\"%s\",model_name=\"%s\",priority=\"0\",target_model_name=\"%s\"} %s\n",
-		escapeLabel(f.cfg.Pool), model, model, strconv.FormatInt(f.pending.Load(), 10))
+	_, _ = io.WriteString(w, f.page())
+}
+
+// page is the front door's /metrics page: one family per gauge and name,
+// in the text format's sorted order.
+func (f *FrontDoor) page() string {
+	model, pool := escapeLabel(f.cfg.Model), escapeLabel(f.cfg.Pool)
+	pending := strconv.FormatInt(f.pending.Load(), 10)
+	running := strconv.FormatInt(f.running.Load(), 10)
+	sat, hasSat := f.Saturation()
+	current := f.cfg.Names == NamesCurrent || f.cfg.Names == NamesBoth
+	old := f.cfg.Names != NamesCurrent
+	var b strings.Builder
+	family := func(name, help, labels, value string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		for l := range strings.SplitSeq(labels, "\n") {
+			fmt.Fprintf(&b, "%s%s %s\n", name, l, value)
+		}
+	}
+	queueLabels := fmt.Sprintf(`{fairness_id="default",inference_pool="%s",model_name="%s",priority="0",target_model_name="%s"}`, pool, model, model)
+	stages := fmt.Sprintf("{inference_pool=\"%s\",stage=\"decode\"}\n{inference_pool=\"%s\",stage=\"effective\"}\n{inference_pool=\"%s\",stage=\"prefill\"}", pool, pool, pool)
+	satValue := strconv.FormatFloat(sat, 'g', -1, 64)
+	switch {
+	case old && !current: // the Gateway API Inference Extension's EPP
+		family("inference_extension_flow_control_queue_size", flowControlHelp, queueLabels, pending)
+		if hasSat {
+			family("inference_extension_flow_control_pool_saturation", gieSaturationHelp, fmt.Sprintf(`{inference_pool="%s"}`, pool), satValue)
+		}
+		family("inference_objective_running_requests", oldRunningHelp, fmt.Sprintf(`{model_name="%s"}`, model), running)
+	default: // llm-d's router: current names, and with both the deprecated ones beside them
+		if old {
+			if hasSat {
+				family("inference_extension_flow_control_pool_saturation", deprecatedHelp("llm_d_epp_flow_control_pool_saturation", saturationHelp), stages, satValue)
+			}
+			family("inference_extension_flow_control_queue_size", deprecatedHelp("llm_d_epp_flow_control_queue_size", queueHelp), queueLabels, pending)
+			family("inference_objective_running_requests", oldRunningHelp, fmt.Sprintf(`{model_name="%s"}`, model), running)
+		}
+		if hasSat {
+			family("llm_d_epp_flow_control_pool_saturation", saturationHelp, stages, satValue)
+		}
+		family("llm_d_epp_flow_control_queue_size", queueHelp, queueLabels, pending)
+		family("llm_d_epp_request_running", runningHelp, fmt.Sprintf(`{fairness_id="default",model_name="%s",priority="0",target_model_name="%s"}`, model, model), running)
+	}
+	return b.String()
 }
 
 func escapeLabel(s string) string {
@@ -172,7 +286,9 @@ func (f *FrontDoor) serveHeld(w http.ResponseWriter, r *http.Request) {
 		}
 		a := &attempt{}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		f.running.Add(1)
 		f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+		f.running.Add(-1)
 		if !a.unavailable {
 			return
 		}

@@ -192,6 +192,9 @@ func TestFrontDoorConfigValidate(t *testing.T) {
 		{"no host", func(c *FrontDoorConfig) { c.Backend = "http://" }, "want an http(s) URL"},
 		{"zero hold", func(c *FrontDoorConfig) { c.MaxHold = 0 }, "max hold must be positive"},
 		{"zero probe", func(c *FrontDoorConfig) { c.ProbeEvery = 0 }, "probe period must be positive"},
+		{"current names", func(c *FrontDoorConfig) { c.Names = NamesCurrent }, ""},
+		{"unknown names", func(c *FrontDoorConfig) { c.Names = "newest" }, `metric names "newest": want one of deprecated, current, both`},
+		{"negative saturation point", func(c *FrontDoorConfig) { c.SaturationAt = -1 }, "saturation point must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
