@@ -138,6 +138,15 @@ func (p *Provider) workloadDemand(ctx context.Context, k kind, name types.Namesp
 		p.want(ctx, name.Namespace, sel, runningPods(pods))
 	}
 	r = p.countDemand(pods, match)
+	if k == kindLeaderWorkerSet {
+		// pods are the groups' serving pods, one a group; a group without
+		// one is a replica starting (lws.go).
+		n, err := p.lwsGroupsWithoutServer(name.Namespace, sel)
+		if err != nil {
+			return r, nil, "", apierrors.NewInternalError(err)
+		}
+		r.starting += n
+	}
 	if r.why.n > 0 {
 		return r, pods, fmt.Sprintf("%d of %d ready pods have no queue and running value (the demand needs every ready pod): %s", r.why.n, r.ready, r.why.text(ctx)), nil
 	}
@@ -156,7 +165,7 @@ func (p *Provider) workloadDemand(ctx context.Context, k kind, name types.Namesp
 func demandPerReplicaKind(info cmprovider.CustomMetricInfo) (kind, error) {
 	k, ok := kindOf(info.GroupResource)
 	if !ok || k == kindPod {
-		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets (an HPA Object metric), not %s: it divides a workload's demand by its Ready plus starting replicas", catalog.DemandPerReplica, info.GroupResource.String()))
+		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets and leaderworkersets (an HPA Object metric), not %s: it divides a workload's demand by its Ready plus starting replicas", catalog.DemandPerReplica, info.GroupResource.String()))
 	}
 	return k, nil
 }

@@ -71,8 +71,11 @@ func selectorKey(sel labels.Selector) string {
 
 // kindName is the kind in a history's key.
 func kindName(k kind) string {
-	if k == kindStatefulSet {
+	switch k {
+	case kindStatefulSet:
 		return "statefulset"
+	case kindLeaderWorkerSet:
+		return "leaderworkerset"
 	}
 	return "deployment"
 }
@@ -194,7 +197,7 @@ func (p *Provider) forecastValue(ctx context.Context, k kind, name types.Namespa
 func forecastKind(info cmprovider.CustomMetricInfo) (kind, error) {
 	k, ok := kindOf(info.GroupResource)
 	if !ok || k == kindPod {
-		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets (an HPA Object metric), not %s: it divides a workload's forecast demand by its Ready plus starting replicas", catalog.DemandForecastPerReplica, info.GroupResource.String()))
+		return 0, notFound(info, fmt.Sprintf("%s is served for deployments and statefulsets and leaderworkersets (an HPA Object metric), not %s: it divides a workload's forecast demand by its Ready plus starting replicas", catalog.DemandForecastPerReplica, info.GroupResource.String()))
 	}
 	return k, nil
 }

@@ -79,7 +79,7 @@ func (p *Provider) loraRead(q loraQuestion) podReader {
 func (p *Provider) loraAdapterByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
 	k, ok := kindOf(info.GroupResource)
 	if !ok {
-		return nil, notFound(info, fmt.Sprintf("%s is served for pods, deployments and statefulsets, not %s", info.Metric, info.GroupResource.String()))
+		return nil, notFound(info, fmt.Sprintf("%s is served for pods, deployments, statefulsets and leaderworkersets, not %s", info.Metric, info.GroupResource.String()))
 	}
 	if name.Namespace == "" {
 		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
@@ -110,7 +110,7 @@ func (p *Provider) loraAdapterByName(ctx context.Context, name types.NamespacedN
 func (p *Provider) loraAdapterBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
 	k, ok := kindOf(info.GroupResource)
 	if !ok {
-		return nil, notFound(info, fmt.Sprintf("%s is served for pods, deployments and statefulsets, not %s", info.Metric, info.GroupResource.String()))
+		return nil, notFound(info, fmt.Sprintf("%s is served for pods, deployments, statefulsets and leaderworkersets, not %s", info.Metric, info.GroupResource.String()))
 	}
 	q, err := loraQuestionOf(info, metricSelector)
 	if err != nil {

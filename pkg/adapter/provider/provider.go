@@ -9,7 +9,8 @@
 // answers 404 with the reason when there is no value: it never answers 0
 // for what was not measured. Deployments and statefulsets also serve
 // inference_demand_per_replica, their demand over their Ready plus starting
-// replicas (coldstart.go). Pods, deployments and statefulsets also serve
+// replicas (coldstart.go); leaderworkersets, when watched, serve the same
+// object metrics over their groups (lws.go). Pods, deployments and statefulsets also serve
 // inference_lora_adapter_running and _waiting for the LoRA adapters a
 // lora_name metric selector picks: per pod 1 or 0, per workload the number
 // of its pods where a picked adapter runs or waits (lora.go). Services
@@ -27,6 +28,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -81,6 +83,8 @@ type Listers struct {
 	Pods         PodLister
 	Deployments  DeploymentLister
 	StatefulSets StatefulSetLister
+	// LeaderWorkerSets is nil when the adapter does not watch them (lws.go).
+	LeaderWorkerSets LeaderWorkerSetLister
 }
 
 // PodLister reads pods of a namespace from a cache.
@@ -144,6 +148,7 @@ const (
 	kindPod kind = iota
 	kindDeployment
 	kindStatefulSet
+	kindLeaderWorkerSet // lws.go
 )
 
 var (
@@ -163,14 +168,21 @@ func kindOf(gr schema.GroupResource) (kind, bool) {
 		return kindDeployment, true
 	case res == "statefulset" && (gr.Group == "" || gr.Group == "apps"):
 		return kindStatefulSet, true
+	case res == "leaderworkerset" && (gr.Group == "" || gr.Group == LeaderWorkerSetGroup):
+		return kindLeaderWorkerSet, true
 	}
 	return 0, false
 }
 
-// ListAllMetrics lists every signal for pods, deployments and statefulsets.
+// ListAllMetrics lists every signal for pods, deployments and statefulsets
+// (and leaderworkersets, when watched).
 func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 	var out []cmprovider.CustomMetricInfo
-	for _, gr := range []schema.GroupResource{podsGR, deploymentsGR, statefulsetsGR} {
+	workloads := []schema.GroupResource{deploymentsGR, statefulsetsGR}
+	if p.list.LeaderWorkerSets != nil {
+		workloads = append(workloads, leaderWorkerSetsGR)
+	}
+	for _, gr := range append([]schema.GroupResource{podsGR}, workloads...) {
 		for _, s := range catalog.All() {
 			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: s.Name()})
 		}
@@ -180,11 +192,11 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: m})
 		}
 	}
-	for _, gr := range []schema.GroupResource{deploymentsGR, statefulsetsGR} {
+	for _, gr := range workloads {
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.DemandPerReplica})
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: catalog.DemandForecastPerReplica})
 	}
-	for _, gr := range []schema.GroupResource{podsGR, deploymentsGR, statefulsetsGR} {
+	for _, gr := range append([]schema.GroupResource{podsGR}, workloads...) {
 		for _, m := range catalog.LoRAAdapterMetrics() {
 			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: m})
 		}
@@ -456,6 +468,8 @@ func (p *Provider) objectSelector(k kind, name types.NamespacedName) (labels.Sel
 			return nil, fmt.Errorf("statefulset %s/%s: %w", name.Namespace, name.Name, err)
 		}
 		ls = s.Spec.Selector
+	case kindLeaderWorkerSet:
+		return p.lwsServingSelector(name) // lws.go: the groups' serving pods
 	}
 	sel, err := metav1.LabelSelectorAsSelector(ls)
 	if err != nil {
@@ -577,6 +591,9 @@ func (p *Provider) objectsBySelector(ctx context.Context, k kind, namespace stri
 // answer is a 404 that joins their reasons.
 func (p *Provider) eachWorkload(k kind, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, fn func(name types.NamespacedName, sel labels.Selector) (*custom_metrics.MetricValue, error)) (*custom_metrics.MetricValueList, error) {
 	names, err := p.workloadNames(k, namespace, selector)
+	if errors.Is(err, errLWSNotWatched) {
+		return nil, notFound(info, err.Error())
+	}
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -626,6 +643,12 @@ func (p *Provider) workloadNames(k kind, namespace string, selector labels.Selec
 		for _, s := range ss {
 			names = append(names, s.Name)
 		}
+	case kindLeaderWorkerSet:
+		ls, err := p.lwsNames(namespace, selector) // lws.go
+		if err != nil {
+			return nil, err
+		}
+		names = ls
 	}
 	sort.Strings(names)
 	return names, nil
@@ -704,6 +727,8 @@ func ref(k kind, name types.NamespacedName) custom_metrics.ObjectReference {
 		r.Kind, r.APIVersion = "Deployment", appsv1.SchemeGroupVersion.String()
 	case kindStatefulSet:
 		r.Kind, r.APIVersion = "StatefulSet", appsv1.SchemeGroupVersion.String()
+	case kindLeaderWorkerSet:
+		r.Kind, r.APIVersion = "LeaderWorkerSet", LeaderWorkerSetGroup+"/"+LeaderWorkerSetVersion
 	}
 	return r
 }
@@ -715,7 +740,7 @@ func resolve(info cmprovider.CustomMetricInfo) (catalog.Signal, kind, error) {
 	}
 	k, ok := kindOf(info.GroupResource)
 	if !ok {
-		return 0, 0, notFound(info, fmt.Sprintf("metrics are served for pods, deployments and statefulsets, not %s", info.GroupResource.String()))
+		return 0, 0, notFound(info, fmt.Sprintf("metrics are served for pods, deployments, statefulsets and leaderworkersets, not %s", info.GroupResource.String()))
 	}
 	return sig, k, nil
 }
@@ -725,8 +750,8 @@ func servedNames() string {
 	for _, s := range catalog.All() {
 		names = append(names, s.Name())
 	}
-	names = append(names, catalog.DemandPerReplica+" (deployments and statefulsets)")
-	names = append(names, catalog.DemandForecastPerReplica+" (deployments and statefulsets)")
+	names = append(names, catalog.DemandPerReplica+" (deployments, statefulsets and leaderworkersets)")
+	names = append(names, catalog.DemandForecastPerReplica+" (deployments, statefulsets and leaderworkersets)")
 	for _, m := range catalog.LoRAAdapterMetrics() {
 		names = append(names, m+" (custom metrics only, with a "+catalog.LoRANameLabel+" metric selector)")
 	}

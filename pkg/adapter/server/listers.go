@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/provider"
@@ -89,6 +90,8 @@ type watched struct {
 	deployments  provider.DeploymentLister
 	statefulsets provider.StatefulSetLister
 	podInformers []cache.SharedIndexInformer
+	// metaFactories are the LeaderWorkerSets' metadata informers (lws.go).
+	metaFactories []metadatainformer.SharedInformerFactory
 }
 
 // slimPod keeps of a pod only what the adapter reads, to keep the informer's

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -72,6 +73,9 @@ type Config struct {
 	// Forecast sets inference_demand_forecast_per_replica; zero is
 	// provider.DefaultForecastConfig().
 	Forecast provider.ForecastConfig
+	// LeaderWorkerSets watches LeaderWorkerSets, when their CRD is
+	// installed at start, to serve their object metrics (lws.go).
+	LeaderWorkerSets bool
 }
 
 // KEDAScalerConfig says where and how the KEDA external scaler is served.
@@ -137,6 +141,16 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setting up informers: %w", err)
 	}
+	var lwss provider.LeaderWorkerSetLister
+	if cfg.LeaderWorkerSets {
+		mc, err := metadata.NewForConfig(restConfig)
+		if err != nil {
+			return nil, fmt.Errorf("building metadata client: %w", err)
+		}
+		if lwss, err = w.watchLeaderWorkerSets(client.Discovery(), mc, cfg.Namespaces); err != nil {
+			return nil, fmt.Errorf("setting up LeaderWorkerSet informers: %w", err)
+		}
+	}
 
 	reg := kubeRegisterer{}
 	st := store.New()
@@ -178,7 +192,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 	}
 
 	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, RoleLabel: cfg.RoleLabel, Latency: latency, Forecast: cfg.Forecast},
-		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets},
+		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets, LeaderWorkerSets: lwss},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)
 	if cfg.EnableExternal {
@@ -231,6 +245,9 @@ func (a *adapter) run(ctx context.Context) error {
 	for _, f := range a.watched.factories {
 		f.Start(pctx.Done())
 	}
+	for _, f := range a.watched.metaFactories {
+		f.Start(pctx.Done())
+	}
 	var pipeline sync.WaitGroup
 	pipeline.Go(func() { _ = a.scraper.Run(pctx) })
 	pipeline.Go(func() { a.reach.Run(pctx) })
@@ -252,6 +269,9 @@ func (a *adapter) run(ctx context.Context) error {
 	err := a.api.PrepareRun().RunWithContext(ctx)
 	cancel()
 	for _, f := range a.watched.factories {
+		f.Shutdown()
+	}
+	for _, f := range a.watched.metaFactories {
 		f.Shutdown()
 	}
 	pipeline.Wait()

@@ -67,6 +67,9 @@ type Options struct {
 	AnswerCacheTTL time.Duration
 	// RoleLabel is the pod label a role=VALUE metric selector reads.
 	RoleLabel string
+	// LeaderWorkerSets watches LeaderWorkerSets (when their CRD is
+	// installed) to serve their object metrics.
+	LeaderWorkerSets bool
 
 	// KEDAScalerAddress serves KEDA's external scaler API there; empty is
 	// off. KEDAScalerClientCAFile requires client certificates it signed;
@@ -272,6 +275,7 @@ func (o *Options) addOwnFlags(fss *cliflag.NamedFlagSets) {
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the latency histograms of the pods it covered parsed for this long.")
 	fs.IntVar(&o.MaxSelectorsPerNamespace, "max-selectors-per-namespace", o.MaxSelectorsPerNamespace, "Most label selectors (and pods asked about by name) kept as demand per namespace; past it the least recently asked goes.")
+	fs.BoolVar(&o.LeaderWorkerSets, "leader-worker-sets", o.LeaderWorkerSets, "Serve object metrics for LeaderWorkerSets (leaderworkerset.x-k8s.io), a group of pods being one replica (docs/leaderworkerset.md). Needs RBAC to list and watch them (the chart's leaderWorkerSet.enabled); when their CRD is not installed at start the adapter logs it and answers their questions 404.")
 	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes. Unset, it is at least --max-selectors-per-namespace.")
 
 	fs = fss.FlagSet("answers")
@@ -499,6 +503,7 @@ func (o *Options) Config() (*server.Config, error) {
 		ShutdownDelay:      o.ShutdownDelay,
 		AnswerCacheTTL:     o.AnswerCacheTTL,
 		RoleLabel:          o.RoleLabel,
+		LeaderWorkerSets:   o.LeaderWorkerSets,
 		Forecast:           o.forecastConfig(),
 		KEDAScaler: server.KEDAScalerConfig{
 			Address:              o.KEDAScalerAddress,
