@@ -42,21 +42,24 @@ func main() {
 func command(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	o, envErr := optionsFromEnv(getenv)
 	fss := o.flags()
-	fs := flagSet(fss)
+	fs := cli.FlagSet("demo", fss)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
 		fmt.Fprint(stdout, helpHeader)
 		cliflag.PrintSections(stdout, fss, 0)
 	}
-	if done, err := cli.Parse(fs, args); done || err != nil {
-		return err
+	check := func() []error {
+		errs := []error{o.validate()}
+		if !fs.Changed("duration") { // a bad DEMO_DURATION matters only when it is used
+			errs = append(errs, envErr)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return []error{err}
+		}
+		return nil
 	}
-	err := o.validate()
-	if !fs.Changed("duration") { // a bad DEMO_DURATION matters only when it is used
-		err = errors.Join(envErr, err)
-	}
-	if err != nil {
-		return cli.Usage(err)
+	if done, err := cli.ParseAndCheck(fs, args, check); done || err != nil {
+		return framework.SingleDashHint(fs, args, err)
 	}
 	return run(ctx, o.config(), stdout)
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -68,15 +67,6 @@ func (o *options) flags() cliflag.NamedFlagSets {
 	demo.DurationVar(&o.duration, "duration", o.duration, fmt.Sprintf("How long the load runs, at least %s; setup and teardown come on top. %s, when set, is the default.", minDuration, envDuration))
 	demo.StringVar(&o.outDir, "out", o.outDir, fmt.Sprintf("Directory for demo.svg, demo.csv and demo.log. %s, when set, is the default.", envOut))
 	return fss
-}
-
-// flagSet returns one set holding fss's flags, for parsing.
-func flagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
-	for _, name := range fss.Order {
-		fs.AddFlagSet(fss.FlagSets[name])
-	}
-	return fs
 }
 
 // validate reports every problem at once.

@@ -26,7 +26,7 @@ func TestFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return flagSet(o.flags()), func() error { return o.validate() }
+		return cli.FlagSet("demo", o.flags()), func() error { return o.validate() }
 	})
 }
 
@@ -44,7 +44,7 @@ func TestCommand(t *testing.T) {
 	}{
 		{"help", []string{"--help"}, nil, 0, nil},
 		{"unknown flag", []string{"--replicas=3"}, map[string]string{envBin: "/b"}, 2, []string{"unknown flag: --replicas"}},
-		{"single dash", []string{"-duration", "1m"}, map[string]string{envBin: "/b"}, 2, []string{"unknown shorthand flag"}},
+		{"single dash", []string{"-duration", "1m"}, map[string]string{envBin: "/b"}, 2, []string{"(flags take two dashes: --duration)"}},
 		{"stray argument", []string{"1m"}, map[string]string{envBin: "/b"}, 2, []string{"unexpected arguments"}},
 		{"every problem", []string{"--out="}, map[string]string{envDuration: "10s"}, 2,
 			[]string{"IMA_E2E_BIN is not set: run `make demo`", "--duration (DEMO_DURATION) must be at least 30s", "--out (DEMO_OUT) must not be empty"}},

@@ -66,14 +66,11 @@ func command(ctx context.Context, args []string, binDir string, stdout io.Writer
 		fmt.Fprint(stdout, helpHeader)
 		cliflag.PrintSections(stdout, fss, 0)
 	}
-	if done, err := cli.Parse(fs, args); done || err != nil {
-		return err
+	if done, err := cli.ParseAndCheck(fs, args, o.check); done || err != nil {
+		return framework.SingleDashHint(fs, args, err)
 	}
 	if o.isChild() {
 		return serveFleet(ctx, o.child.from, o.child.to, o.child.page, o.child.control)
-	}
-	if err := o.validate(); err != nil {
-		return cli.Usage(err)
 	}
 	return run(ctx, *o, stdout)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	cliflag "k8s.io/component-base/cli/flag"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
@@ -123,10 +124,7 @@ func (o *options) flags() cliflag.NamedFlagSets {
 // flagSet returns one set holding fss's flags and the hidden flags of a
 // fake-fleet child process, for parsing.
 func (o *options) flagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("fleet", pflag.ContinueOnError)
-	for _, name := range fss.Order {
-		fs.AddFlagSet(fss.FlagSets[name])
-	}
+	fs := cli.FlagSet("fleet", fss)
 	fs.IntVar(&o.child.from, "serve-from", o.child.from, "internal: serve pods from this index (child process)")
 	fs.IntVar(&o.child.to, "serve-to", o.child.to, "internal: serve pods up to this index, exclusive (child process)")
 	fs.StringVar(&o.child.page, "serve-page", o.child.page, "internal: the page file (child process)")
@@ -135,6 +133,18 @@ func (o *options) flagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
 		_ = fs.MarkHidden(name) // the flags were just defined
 	}
 	return fs
+}
+
+// check is validate for cli.ParseAndCheck; a fake-fleet child has nothing
+// to check.
+func (o *options) check() []error {
+	if o.isChild() {
+		return nil
+	}
+	if err := o.validate(); err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // isChild says whether the flags make this process a fake-fleet child.

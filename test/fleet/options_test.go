@@ -107,7 +107,7 @@ func TestCommandExitCodes(t *testing.T) {
 	}{
 		{"help", []string{"--help"}, "", 0, ""},
 		{"unknown flag", []string{"--nodes=3"}, "/bin", 2, "unknown flag: --nodes"},
-		{"single dash", []string{"-pods", "10"}, "/bin", 2, "unknown shorthand flag"},
+		{"single dash", []string{"-pods", "10"}, "/bin", 2, "(flags take two dashes: --pods)"},
 		{"stray argument", []string{"10"}, "/bin", 2, "unexpected arguments"},
 		{"bad value", []string{"--pods=x"}, "/bin", 2, "invalid argument"},
 		{"invalid", []string{"--pods=0"}, "/bin", 2, "--pods must be"},

@@ -62,17 +62,15 @@ func main() {
 func command(ctx context.Context, args []string, binDir string, now time.Time, stdout io.Writer) error {
 	o := newOptions(binDir)
 	fss := o.flags()
-	fs := flagSet(fss)
+	fs := cli.FlagSet("soak", fss)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
 		fmt.Fprint(stdout, helpHeader)
 		cliflag.PrintSections(stdout, fss, 0)
 	}
-	if done, err := cli.Parse(fs, args); done || err != nil {
-		return err
-	}
-	if err := o.validate(); err != nil {
-		return cli.Usage(err)
+	check := func() []error { return nonNil(o.validate()) }
+	if done, err := cli.ParseAndCheck(fs, args, check); done || err != nil {
+		return framework.SingleDashHint(fs, args, err)
 	}
 	o.complete(now)
 	return run(ctx, *o, stdout)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -56,15 +55,6 @@ func (o *options) flags() cliflag.NamedFlagSets {
 	return fss
 }
 
-// flagSet returns one set holding fss's flags, for parsing.
-func flagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("soak", pflag.ContinueOnError)
-	for _, name := range fss.Order {
-		fs.AddFlagSet(fss.FlagSets[name])
-	}
-	return fs
-}
-
 // validate lists every problem with the options at once.
 func (o *options) validate() error {
 	var errs []error
@@ -75,4 +65,12 @@ func (o *options) validate() error {
 		errs = append(errs, fmt.Errorf("--duration must be at least %s, got %s", minDuration, o.duration))
 	}
 	return errors.Join(errs...)
+}
+
+// nonNil is err as the list cli.ParseAndCheck takes: empty when err is nil.
+func nonNil(err error) []error {
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }

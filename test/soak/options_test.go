@@ -24,7 +24,7 @@ func TestOptions(t *testing.T) {
 		{Name: "short", Args: []string{"--duration=59s"}, WantErr: "--duration must be at least 1m0s, got 59s"},
 	}, func() (*pflag.FlagSet, func() error) {
 		o := newOptions("/bin")
-		return flagSet(o.flags()), o.validate
+		return cli.FlagSet("soak", o.flags()), o.validate
 	})
 }
 
@@ -50,7 +50,7 @@ func TestSeed(t *testing.T) {
 		want uint64
 	}{{nil, uint64(now.UnixNano())}, {[]string{"--seed=0"}, uint64(now.UnixNano())}, {[]string{"--seed=42"}, 42}} {
 		o := newOptions("/bin")
-		if err := flagSet(o.flags()).Parse(tc.args); err != nil {
+		if err := cli.FlagSet("soak", o.flags()).Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
 		o.complete(now)
@@ -73,8 +73,9 @@ func TestCommandExitCodes(t *testing.T) {
 	}{
 		{"help", []string{"--help"}, "", 0, ""},
 		{"unknown flag", []string{"--faults=none"}, "/bin", 2, "unknown flag: --faults"},
-		{"single dash", []string{"-duration", "2m30s"}, "/bin", 2, "unknown shorthand flag"},
+		{"single dash", []string{"-duration", "2m30s"}, "/bin", 2, "(flags take two dashes: --duration)"},
 		{"stray argument", []string{"2m"}, "/bin", 2, "unexpected arguments"},
+		{"stray argument and a short soak", []string{"--duration=30s", "2m"}, "/bin", 2, "--duration must be at least 1m0s, got 30s\nunexpected arguments: [2m]"},
 		{"bad value", []string{"--duration=long"}, "/bin", 2, "invalid argument"},
 		{"short", []string{"--duration=30s"}, "/bin", 2, "--duration must be at least"},
 		{"no control plane", nil, "", 2, "IMA_E2E_BIN is not set"},

@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 )
 
 // RequireBinDir checks dir, the control-plane binaries' directory (BinEnv's
@@ -41,4 +45,20 @@ func Unthrottled(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 1e6, 1e6
 	return c
+}
+
+// SingleDashHint adds to err, a parse error of fs over args, the flag that
+// an argument names with one dash (-pods for --pods), as the test
+// programs' flags were before they took two. A nil err stays nil.
+func SingleDashHint(fs *pflag.FlagSet, args []string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && fs.Lookup(name) != nil {
+			return cli.Usage(fmt.Errorf("%w (flags take two dashes: --%s)", err, name))
+		}
+	}
+	return err
 }

@@ -5,12 +5,16 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 )
 
 func TestRequireBinDir(t *testing.T) {
@@ -56,5 +60,33 @@ func TestProgramContext(t *testing.T) {
 	}
 	if !strings.Contains(context.Cause(ctx).Error(), "interrupt") {
 		t.Errorf("cause %v, want the interrupt", context.Cause(ctx))
+	}
+}
+
+// TestSingleDashHint: a parse error over an argument that names a known
+// flag with one dash says to take two; other errors are left alone.
+func TestSingleDashHint(t *testing.T) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.Int("pods", 1, "")
+	fs.Duration("duration", 0, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-pods", "10"}, "(flags take two dashes: --pods)"},
+		{[]string{"--pods=1", "-duration=1m"}, "(flags take two dashes: --duration)"},
+		{[]string{"-nodes", "3"}, ""},
+		{[]string{"--nodes=3"}, ""},
+	} {
+		err := SingleDashHint(fs, tc.args, errors.New("bad"))
+		if got := strings.TrimPrefix(err.Error(), "bad"); strings.TrimSpace(got) != tc.want {
+			t.Errorf("%q: %v, want bad %s", tc.args, err, tc.want)
+		}
+		if tc.want != "" && cli.ExitCode(err) != 2 {
+			t.Errorf("%q: exit code %d, want 2", tc.args, cli.ExitCode(err))
+		}
+	}
+	if SingleDashHint(fs, []string{"-pods"}, nil) != nil {
+		t.Error("no error became one")
 	}
 }
