@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,7 @@ func TestLeaderWorkerSetHPA(t *testing.T) {
 	e := requireEnv(t, framework.ComponentSim, framework.ComponentAdapter)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	checkLWSAbsent(ctx, t, e)
 	crd, err := os.ReadFile(filepath.Join("testdata", "leaderworkerset-crd.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +45,7 @@ func TestLeaderWorkerSetHPA(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Started after the CRD: the adapter looks for it once, at start.
-	a := startLWSAdapter(ctx, t, e)
+	a := startLWSAdapter(ctx, t, e, "-lws")
 	restore, err := a.ServeCustomMetrics(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -177,12 +179,12 @@ func TestLeaderWorkerSetHPA(t *testing.T) {
 
 // startLWSAdapter starts an adapter with --leader-worker-sets, registered
 // under no APIService, stopped when t ends.
-func startLWSAdapter(ctx context.Context, t *testing.T, e *framework.Environment) *framework.Adapter {
+func startLWSAdapter(ctx context.Context, t *testing.T, e *framework.Environment, suffix string) *framework.Adapter {
 	t.Helper()
 	a, err := framework.StartAdapter(ctx, e.ControlPlane, framework.AdapterConfig{
 		Binary:            e.Adapter.Config().Binary,
 		Namespace:         framework.AdapterNamespace,
-		Service:           framework.AdapterService + "-lws",
+		Service:           framework.AdapterService + suffix,
 		Args:              append(framework.AdapterArgs(), "--leader-worker-sets"),
 		SkipCustomMetrics: true,
 	})
@@ -197,4 +199,45 @@ func startLWSAdapter(ctx context.Context, t *testing.T, e *framework.Environment
 		}
 	})
 	return a
+}
+
+// checkLWSAbsent: an adapter started with --leader-worker-sets while the
+// LeaderWorkerSet CRD is not installed becomes ready (it watches nothing
+// it cannot), answers a LeaderWorkerSet question with a 404 that says the
+// CRD was not installed, and logs no failed watch of them. Skipped
+// when an earlier run installed the CRD in this control plane.
+func checkLWSAbsent(ctx context.Context, t *testing.T, e *framework.Environment) {
+	t.Helper()
+	if _, err := e.ControlPlane.Client.Discovery().ServerResourcesForGroupVersion(framework.LWSGVR.GroupVersion().String()); err == nil {
+		t.Logf("the LeaderWorkerSet CRD is already installed: the check without it is left out")
+		return
+	}
+	a := startLWSAdapter(ctx, t, e, "-lws-absent") // StartAdapter waits for /readyz
+	c, err := a.HTTPClient(e.ControlPlane.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := e.Namespace(t)
+	url := a.URL() + "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/leaderworkersets.leaderworkerset.x-k8s.io/m/" + metricDemandPerReplica
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), "the LeaderWorkerSet CRD was not installed when the adapter started") {
+		t.Errorf("without the CRD: %s answered %d %s; want a 404 that says the CRD is not installed", url, resp.StatusCode, body)
+	}
+	resp, err = c.Get(a.URL() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("without the CRD the adapter's /readyz answers %d", resp.StatusCode)
+	}
+	if strings.Contains(a.Process.Tail(200), "leaderworkersets") && strings.Contains(a.Process.Tail(200), "Failed to watch") {
+		t.Errorf("without the CRD the adapter tries to watch LeaderWorkerSets:\n%s", a.Process.Tail(40))
+	}
+	t.Logf("without the CRD: %d %s", 404, strings.TrimSpace(string(body)))
 }
