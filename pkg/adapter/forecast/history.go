@@ -24,6 +24,12 @@ import (
 // so 64 cover 16 minutes, more than the default 5m window.
 const MaxSamples = 64
 
+// MaxBytesPerHistory bounds the heap one full history holds (MaxSamples
+// samples, a key of typical length, its map and list entries): TestBytesPerHistory
+// measures about 1,433 bytes and fails above this bound. The adapter's
+// start-up memory budget counts Config.MaxWorkloads × MaxBytesPerHistory.
+const MaxBytesPerHistory = 1600
+
 // NamespaceShare is the largest share of Config.MaxWorkloads one namespace
 // may hold (1/NamespaceShare, at least one history): a tenant asking about
 // many workloads evicts its own histories, not the others'.

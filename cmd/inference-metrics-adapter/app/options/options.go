@@ -399,25 +399,42 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validateMemoryBudget refuses scrape settings whose worst-case page memory,
-// (--scrape-concurrency + --first-scrape-concurrency) × --max-body-size,
-// exceeds half of the process memory limit (math.MaxInt64: none).
+// validateMemoryBudget refuses scrape settings whose worst-case memory,
+// (--scrape-concurrency + --first-scrape-concurrency) × --max-body-size of
+// page buffers plus the KEDA port's worst case plus --forecast-max-workloads
+// × forecast.MaxBytesPerHistory of demand histories, exceeds half of the
+// process memory limit (math.MaxInt64: none).
 func (o *Options) validateMemoryBudget(limit int64) error {
 	if limit == math.MaxInt64 || limit <= 0 || o.ScrapeConcurrency < 1 || o.FirstScrapeConcurrency < 1 || o.MaxBodySize < 1 {
 		return nil
 	}
 	workers := int64(o.ScrapeConcurrency) + int64(o.FirstScrapeConcurrency)
 	keda := o.kedaScalerWorstCase()
-	if keda < limit/2 && o.MaxBodySize <= (limit/2-keda)/workers {
+	histories := o.forecastHistoriesWorstCase()
+	if fixed := keda + histories; fixed < limit/2 && o.MaxBodySize <= (limit/2-fixed)/workers {
 		return nil
 	}
-	kedaText := ","
+	kedaText := ""
 	if keda > 0 {
-		kedaText = fmt.Sprintf(", plus %d bytes for the KEDA port's connections and calls at worst (--keda-scaler-max-connections %d, --keda-scaler-max-streams %d),",
+		kedaText = fmt.Sprintf(", plus %d bytes for the KEDA port's connections and calls at worst (--keda-scaler-max-connections %d, --keda-scaler-max-streams %d)",
 			keda, o.KEDAScalerMaxConnections, o.KEDAScalerMaxStreams)
 	}
-	return fmt.Errorf("(--scrape-concurrency %d + --first-scrape-concurrency %d) x --max-body-size %d = %d bytes of page buffers at worst%s more than half of the memory limit of %d bytes; lower these flags or raise the limit (GOMEMLIMIT or the container's)",
-		o.ScrapeConcurrency, o.FirstScrapeConcurrency, o.MaxBodySize, workers*o.MaxBodySize, kedaText, limit)
+	historiesText := ""
+	if histories > 0 {
+		historiesText = fmt.Sprintf(", plus %d bytes for the forecast's demand histories at most (--forecast-max-workloads %d x %d bytes)",
+			histories, o.ForecastMaxWorkloads, forecast.MaxBytesPerHistory)
+	}
+	return fmt.Errorf("(--scrape-concurrency %d + --first-scrape-concurrency %d) x --max-body-size %d = %d bytes of page buffers at worst%s%s, more than half of the memory limit of %d bytes; lower these flags or raise the limit (GOMEMLIMIT or the container's)",
+		o.ScrapeConcurrency, o.FirstScrapeConcurrency, o.MaxBodySize, workers*o.MaxBodySize, kedaText, historiesText, limit)
+}
+
+// forecastHistoriesWorstCase is the heap the forecast's demand histories can
+// hold: --forecast-max-workloads full histories (at least one, as the
+// forecast keeps), saturating at a quarter of math.MaxInt64 so that the
+// budget's sum cannot overflow.
+func (o *Options) forecastHistoriesWorstCase() int64 {
+	const most = math.MaxInt64 / 4 / forecast.MaxBytesPerHistory
+	return min(int64(max(1, o.ForecastMaxWorkloads)), most) * forecast.MaxBytesPerHistory
 }
 
 // kedaScalerWorstCase is the heap the KEDA port's clients can hold at
