@@ -62,7 +62,7 @@ type LeaderWorkerSetLister interface {
 
 // errLWSNotWatched is why a LeaderWorkerSet question has no answer when the
 // adapter does not watch them.
-var errLWSNotWatched = errors.New("leaderworkersets.leaderworkerset.x-k8s.io are not watched by this adapter: either the LeaderWorkerSet CRD was not installed when the adapter started (restart it after installing the CRD), or it runs without --leader-worker-sets (the chart's leaderWorkerSet.enabled)")
+var errLWSNotWatched = errors.New("leaderworkersets.leaderworkerset.x-k8s.io are not watched by this adapter: either the LeaderWorkerSet CRD was not installed when the adapter started (restart it after installing the CRD), it runs without --leader-worker-sets (the chart's leaderWorkerSet.enabled), or it may not list and watch them (the adapter's log says which)")
 
 // servingIndex is the worker index of an LWS's serving pods.
 func servingIndex(l *LeaderWorkerSet) (string, error) {

@@ -4,13 +4,16 @@
 package server
 
 import (
+	"context"
 	"fmt"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -119,10 +122,33 @@ func lwsOf(obj interface{}) (*provider.LeaderWorkerSet, error) {
 	return &provider.LeaderWorkerSet{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, ServingWorkerIndex: m.Annotations[provider.AnnotationServingWorkerIndex]}, nil
 }
 
+// accessReviewer asks whether the adapter may verb leaderworkersets in
+// namespace ("" for all): a SelfSubjectAccessReview (selfAccess).
+type accessReviewer func(ctx context.Context, namespace, verb string) (bool, error)
+
+// selfAccess is accessReviewer through the API server's
+// SelfSubjectAccessReviews.
+func selfAccess(c kubernetes.Interface) accessReviewer {
+	return func(ctx context.Context, namespace, verb string) (bool, error) {
+		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Group: leaderWorkerSetsGVR.Group, Resource: leaderWorkerSetsGVR.Resource,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("reviewing access to %s: %w", leaderWorkerSetsGVR.GroupResource(), err)
+		}
+		return r.Status.Allowed, nil
+	}
+}
+
 // watchLeaderWorkerSets adds metadata informers for LeaderWorkerSets to w
-// when d says their CRD is installed, and returns their lister; nil (and a
-// log line) when it is not.
-func (w *watched) watchLeaderWorkerSets(d discovery.DiscoveryInterface, client metadata.Interface, namespaces []string) (provider.LeaderWorkerSetLister, error) {
+// when d says their CRD is installed and may says the adapter may list and
+// watch them in every namespace it watches, and returns their lister; nil
+// (and a log line) otherwise: an informer without the CRD or the RBAC
+// would retry a failing watch for ever and never sync, keeping the adapter
+// unready.
+func (w *watched) watchLeaderWorkerSets(ctx context.Context, d discovery.DiscoveryInterface, may accessReviewer, client metadata.Interface, namespaces []string) (provider.LeaderWorkerSetLister, error) {
 	served, err := leaderWorkerSetsServed(d)
 	if err != nil {
 		return nil, err
@@ -133,6 +159,18 @@ func (w *watched) watchLeaderWorkerSets(d discovery.DiscoveryInterface, client m
 	}
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		for _, verb := range []string{"list", "watch"} {
+			ok, err := may(ctx, ns, verb)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				klog.InfoS("The adapter may not list and watch LeaderWorkerSets (the chart's leaderWorkerSet.enabled grants it): not watching them; questions about them are answered 404", "resource", leaderWorkerSetsGVR.String(), "namespace", ns, "verb", verb)
+				return nil, nil
+			}
+		}
 	}
 	l := lwsLister{}
 	for _, ns := range namespaces {

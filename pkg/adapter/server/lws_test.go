@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -27,8 +29,9 @@ func lwsMeta(ns, name string, lbls, ann map[string]string) *metav1.PartialObject
 	}
 }
 
-// TestWatchLeaderWorkerSets: without the CRD nothing is watched (no lister,
-// no informer to fail); with it, the metadata informer's lister gives the
+// TestWatchLeaderWorkerSets: without the CRD, or without the RBAC to list
+// and watch them in every watched namespace, nothing is watched (no lister,
+// no informer to fail and keep the adapter unready); with both, the metadata informer's lister gives the
 // provider each LWS's name, labels and serving worker index, and nothing
 // else of its annotations is kept.
 func TestWatchLeaderWorkerSets(t *testing.T) {
@@ -36,17 +39,21 @@ func TestWatchLeaderWorkerSets(t *testing.T) {
 		lwsMeta("a", "llm", map[string]string{"tier": "gpu"}, map[string]string{provider.AnnotationServingWorkerIndex: "1", "big": strings.Repeat("x", 1000)}),
 		lwsMeta("b", "other", nil, nil),
 	}
+	served := []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "leaderworkersets"}}}}
 	for _, tc := range []struct {
 		name         string
 		resources    []*metav1.APIResourceList
 		namespaces   []string
+		denied       string // a namespace where list and watch are denied, "*" for all
 		watched      bool
 		wantA, wantB bool
 	}{
-		{"CRD absent", nil, nil, false, false, false},
-		{"group served without the resource", []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "other"}}}}, nil, false, false, false},
-		{"all namespaces", []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "leaderworkersets"}}}}, nil, true, true, true},
-		{"--namespaces a", []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "leaderworkersets"}}}}, []string{"a"}, true, true, false},
+		{"CRD absent", nil, nil, "", false, false, false},
+		{"group served without the resource", []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "other"}}}}, nil, "", false, false, false},
+		{"all namespaces", served, nil, "", true, true, true},
+		{"--namespaces a", served, []string{"a"}, "", true, true, false},
+		{"no RBAC", served, nil, "*", false, false, false},
+		{"no RBAC in one of --namespaces", served, []string{"a", "b"}, "b", false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.resources}}
@@ -56,7 +63,13 @@ func TestWatchLeaderWorkerSets(t *testing.T) {
 			scheme.AddKnownTypeWithName(gv.WithKind("LeaderWorkerSetList"), &metav1.PartialObjectMetadataList{})
 			mc := metadatafake.NewSimpleMetadataClient(scheme, objs...)
 			w := &watched{}
-			l, err := w.watchLeaderWorkerSets(d, mc, tc.namespaces)
+			may := func(_ context.Context, ns, verb string) (bool, error) {
+				if verb != "list" && verb != "watch" {
+					t.Errorf("reviewed %q, want list and watch", verb)
+				}
+				return tc.denied == "" || (tc.denied != "*" && tc.denied != ns), nil
+			}
+			l, err := w.watchLeaderWorkerSets(context.Background(), d, may, mc, tc.namespaces)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,5 +115,33 @@ func TestWatchLeaderWorkerSets(t *testing.T) {
 				t.Errorf("the slim LWS keeps annotations %v; want only %s", a, provider.AnnotationServingWorkerIndex)
 			}
 		})
+	}
+}
+
+// TestSelfAccess: the review asks about leaderworkersets of
+// leaderworkerset.x-k8s.io, in the namespace and with the verb given, and
+// returns the API server's verdict.
+func TestSelfAccess(t *testing.T) {
+	c := k8sfake.NewClientset()
+	var asked []string
+	c.PrependReactor("create", "selfsubjectaccessreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		r := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		ra := r.Spec.ResourceAttributes
+		asked = append(asked, ra.Group+"/"+ra.Resource+" "+ra.Verb+" in "+ra.Namespace)
+		r.Status.Allowed = ra.Namespace == "ok"
+		return true, r, nil
+	})
+	may := selfAccess(c)
+	for _, tc := range []struct {
+		ns   string
+		want bool
+	}{{"ok", true}, {"other", false}} {
+		got, err := may(context.Background(), tc.ns, "watch")
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.ns, got, err, tc.want)
+		}
+	}
+	if want := "leaderworkerset.x-k8s.io/leaderworkersets watch in ok"; len(asked) != 2 || asked[0] != want {
+		t.Errorf("asked %v, want first %q", asked, want)
 	}
 }

@@ -147,7 +147,10 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("building metadata client: %w", err)
 		}
-		if lwss, err = w.watchLeaderWorkerSets(client.Discovery(), mc, cfg.Namespaces); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		lwss, err = w.watchLeaderWorkerSets(ctx, client.Discovery(), selfAccess(client), mc, cfg.Namespaces)
+		cancel()
+		if err != nil {
 			return nil, fmt.Errorf("setting up LeaderWorkerSet informers: %w", err)
 		}
 	}
