@@ -195,10 +195,10 @@ func TestScrapeOverTLS(t *testing.T) {
 	t.Run("token never over plain http", func(t *testing.T) {
 		// The pod is left out when the adapter picks its targets, like a
 		// pod with any other bad annotation: the reason is in the log (at
-		// -v=2), and the 404 says it was never scraped.
+		// -v=2), and the 404 says it too, naming the annotation.
 		want := "pod=\"" + ns + "/" + plainAsker + "\" err=\"annotation inference-metrics-adapter/scrape-auth=bearer: the bearer token is only sent over https"
 		waitLogLine(ctx, t, a, want)
-		waitAbsent(ctx, t, e, ns, plainAsker, "not scraped yet")
+		waitAbsent(ctx, t, e, ns, plainAsker, "pod "+ns+"/"+plainAsker+": not scraped: annotation inference-metrics-adapter/scrape-auth=bearer: the bearer token is only sent over https")
 		s := pods[plainAsker].standIn
 		if got := s.Authorizations(); len(got) != 0 {
 			t.Errorf("%s (plain http) was sent %d Authorization headers, want none", plainAsker, len(got))

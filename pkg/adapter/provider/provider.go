@@ -436,7 +436,7 @@ func shadowedMessage(newer types.NamespacedName) string {
 // does not report a fill itself.
 func (p *Provider) podSample(pod *corev1.Pod, sig catalog.Signal, match store.ModelMatcher, now time.Time) store.Sample {
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	s := p.values.Get(key, sig, match, now, p.cfg.MaxAge)
+	s := p.explainNotScraped(pod, p.values.Get(key, sig, match, now, p.cfg.MaxAge)) // notscraped.go
 	if sig != catalog.BatchFill || s.Status != store.Absent {
 		return s
 	}
@@ -825,6 +825,9 @@ func (r *reasons) String() string {
 func describe(s store.Sample) string {
 	if s.Detail == "" {
 		return s.Status.String()
+	}
+	if isNotScrapedDetail(s) { // notscraped.go: never scraped as it is, not "yet"
+		return s.Detail
 	}
 	return s.Status.String() + ": " + s.Detail
 }

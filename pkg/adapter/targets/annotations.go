@@ -64,22 +64,36 @@ type ScrapeSettings struct {
 }
 
 // scrapeSettings returns how pod is scraped: scheme and auth from its
-// annotations, else from def, else http without credentials; the TLS
-// server name of an https pod from its annotation, else PodDNSName.
-func scrapeSettings(pod *corev1.Pod, def ScrapeSettings) (scheme, serverName string, auth scrape.Auth, err error) {
+// annotations, else from def (server's entry in --server-config; server is
+// "" when def is none), else http without credentials; the TLS server name
+// of an https pod from its annotation, else PodDNSName. An error names
+// where the setting it refuses came from: the annotation, or the server in
+// --server-config.
+func scrapeSettings(pod *corev1.Pod, def ScrapeSettings, server string) (scheme, serverName string, auth scrape.Auth, err error) {
 	scheme = def.Scheme
-	if v, ok := pod.Annotations[AnnotationScheme]; ok {
+	v, schemeAnnotated := pod.Annotations[AnnotationScheme]
+	if schemeAnnotated {
 		scheme = strings.TrimSpace(v)
+	}
+	// from names where a setting came from, for an error only.
+	from := func(annotated bool, annotation, value string) string {
+		switch {
+		case annotated:
+			return fmt.Sprintf("annotation %s=%.64q", annotation, value)
+		case value == "":
+			return "the default"
+		}
+		return fmt.Sprintf("--server-config server %.64q", server)
 	}
 	switch scheme {
 	case "", SchemeHTTP:
-		scheme = SchemeHTTP
 	case SchemeHTTPS:
 	default:
-		return "", "", 0, fmt.Errorf("annotation %s=%.64q: want http or https", AnnotationScheme, scheme)
+		return "", "", 0, fmt.Errorf("%s: want http or https", from(schemeAnnotated, AnnotationScheme, scheme))
 	}
 	authName := def.Auth
-	if v, ok := pod.Annotations[AnnotationScrapeAuth]; ok {
+	v, authAnnotated := pod.Annotations[AnnotationScrapeAuth]
+	if authAnnotated {
 		authName = strings.TrimSpace(v)
 	}
 	switch authName {
@@ -88,10 +102,13 @@ func scrapeSettings(pod *corev1.Pod, def ScrapeSettings) (scheme, serverName str
 	case AuthBearer:
 		auth = scrape.AuthBearer
 		if scheme != SchemeHTTPS {
-			return "", "", 0, fmt.Errorf("annotation %s=bearer: the bearer token is only sent over https (set %s: https)", AnnotationScrapeAuth, AnnotationScheme)
+			return "", "", 0, bearerOverHTTP(authAnnotated, server, from(schemeAnnotated, AnnotationScheme, scheme))
 		}
 	default:
-		return "", "", 0, fmt.Errorf("annotation %s=%.64q: want bearer or none", AnnotationScrapeAuth, authName)
+		return "", "", 0, fmt.Errorf("%s: want bearer or none", from(authAnnotated, AnnotationScrapeAuth, authName))
+	}
+	if scheme == "" {
+		scheme = SchemeHTTP
 	}
 	if scheme == SchemeHTTPS {
 		serverName = PodDNSName(pod)
@@ -102,6 +119,17 @@ func scrapeSettings(pod *corev1.Pod, def ScrapeSettings) (scheme, serverName str
 		}
 	}
 	return scheme, serverName, auth, nil
+}
+
+// bearerOverHTTP is the error of a pod that asks for the bearer token (its
+// annotation when annotated, else its server's auth: bearer in
+// --server-config) over plain http (schemeFrom: its scheme annotation, its
+// server's entry in --server-config, or the default).
+func bearerOverHTTP(annotated bool, server, schemeFrom string) error {
+	if annotated {
+		return fmt.Errorf("annotation %s=bearer: the bearer token is only sent over https, and the scheme is http (from %s; set %s: https)", AnnotationScrapeAuth, schemeFrom, AnnotationScheme)
+	}
+	return fmt.Errorf("--server-config server %.64q sets auth: bearer: the bearer token is only sent over https, and the scheme is http (from %s; set %s: https)", server, schemeFrom, AnnotationScheme)
 }
 
 // PodDNSName is the pod's DNS name without the cluster domain,

@@ -58,7 +58,7 @@ func TestSchemeAndCredentialSelection(t *testing.T) {
 		{name: "annotation wins over server config", ann: map[string]string{AnnotationServer: "secure", AnnotationScrapeAuth: "none"},
 			wantURL: "https://10.0.0.1:8443/metrics", wantName: "10-0-0-1.ns.pod"},
 		{name: "http annotation against a bearer server", ann: map[string]string{AnnotationServer: "secure", AnnotationScheme: "http"},
-			wantErr: "only sent over https"},
+			wantErr: `--server-config server "secure" sets auth: bearer: the bearer token is only sent over https, and the scheme is http (from annotation prometheus.io/scheme="http"`},
 		{name: "bearer over http", ann: map[string]string{AnnotationScrapeAuth: "bearer"}, wantErr: "only sent over https"},
 		{name: "unknown scheme", ann: map[string]string{AnnotationScheme: "ftp"}, wantErr: `annotation prometheus.io/scheme="ftp": want http or https`},
 		{name: "upper-case scheme", ann: map[string]string{AnnotationScheme: "HTTPS"}, wantErr: "want http or https"},

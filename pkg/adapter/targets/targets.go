@@ -470,10 +470,11 @@ func targetFor(p *corev1.Pod, cfg Config) (scrape.Target, error) {
 		return scrape.Target{}, err
 	}
 	var def ScrapeSettings
-	if name := p.Annotations[AnnotationServer]; name != "" {
+	name := p.Annotations[AnnotationServer]
+	if name != "" {
 		def = cfg.ServerScrape[name]
 	}
-	scheme, serverName, auth, err := scrapeSettings(p, def)
+	scheme, serverName, auth, err := scrapeSettings(p, def, name)
 	if err != nil {
 		return scrape.Target{}, err
 	}
