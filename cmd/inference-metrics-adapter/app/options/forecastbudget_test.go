@@ -39,6 +39,14 @@ func TestMemoryBudgetCountsTheForecastHistories(t *testing.T) {
 			wantErr: "plus 320000000 bytes for the forecast's demand histories at most (--forecast-max-workloads 200000 x 1600 bytes)"},
 		{name: "a count that would overflow", args: []string{"--forecast-max-workloads=4611686018427387904"}, limit: chartGoLimit,
 			wantErr: "(--forecast-max-workloads 4611686018427387904 x 1600 bytes)"},
+		// The container limits docs/operations.md gives (Go limit: the
+		// container's less 96 MiB at these sizes).
+		{name: "defaults in 415Mi", limit: (415 - 96) << 20},
+		{name: "defaults in 414Mi", limit: (414 - 96) << 20, wantErr: "more than half of the memory limit"},
+		{name: "1 MiB pages in 200Mi", args: []string{"--max-body-size=1048576"}, limit: (200 - 96) << 20},
+		{name: "2 MiB pages in 272Mi", args: []string{"--max-body-size=2097152"}, limit: (272 - 96) << 20},
+		{name: "2 MiB pages in 256Mi", args: []string{"--max-body-size=2097152"}, limit: (256 - 96) << 20, wantErr: "--forecast-max-workloads 10000"},
+		{name: "2 MiB pages and 5000 histories in 256Mi", args: []string{"--max-body-size=2097152", "--forecast-max-workloads=5000"}, limit: (256 - 96) << 20},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
