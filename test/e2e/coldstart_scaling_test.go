@@ -8,16 +8,12 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -83,10 +79,10 @@ func TestColdStartOvershoot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, w := range ws {
-		var last csState
+		var last framework.ScaleState
 		if err := wait.PollUntilContextCancel(ctx, csSampleEvery, true, func(ctx context.Context) (bool, error) {
-			last = w.read(ctx)
-			return last.hasValue && last.active == string(corev1.ConditionTrue), nil
+			last = w.model.Scale(ctx)
+			return w.hasValue(last) && last.ActiveTrue(), nil
 		}); err != nil {
 			t.Fatalf("%s: the HPA never read its metric at idle (last %+v): %v", w.label, last, err)
 		}
@@ -94,21 +90,14 @@ func TestColdStartOvershoot(t *testing.T) {
 
 	step := time.Now()
 	var loads []*load
-	for _, w := range ws {
-		loads = append(loads, startLoad(t, w.svcURL, csArrivalsWall, csObserve+10*time.Second, csPopulation))
+	models := make([]*framework.Model, len(ws))
+	for i, w := range ws {
+		loads = append(loads, startLoad(t, w.model.URL, csArrivalsWall, csObserve+10*time.Second, csPopulation))
+		models[i] = w.model
 	}
-	var rows []csRow
+	var rows []framework.ScaleRow
 	for time.Since(step) < csObserve {
-		ctx, cancel := context.WithTimeout(context.Background(), csSampleEvery*4)
-		row := csRow{at: time.Since(step)}
-		var wg sync.WaitGroup
-		row.states = make([]csState, len(ws))
-		for i, w := range ws {
-			wg.Go(func() { row.states[i] = w.read(ctx) })
-		}
-		wg.Wait()
-		cancel()
-		rows = append(rows, row)
+		rows = append(rows, framework.SampleScale(models, time.Since(step), csSampleEvery*4))
 		time.Sleep(csSampleEvery)
 	}
 	for _, l := range loads {
@@ -123,7 +112,7 @@ func TestColdStartOvershoot(t *testing.T) {
 
 	figures := make([]csFigures, len(ws))
 	for i, w := range ws {
-		figures[i] = csMeasure(rows, i)
+		figures[i] = csMeasure(rows, i, w)
 		f := figures[i]
 		enough := "never"
 		if f.enoughAt >= 0 {
@@ -148,48 +137,33 @@ func TestColdStartOvershoot(t *testing.T) {
 }
 
 // csWorkload is one Deployment "model" of cold-starting simulators in its own
-// namespace, its Service stand-in and its HPA.
+// namespace, its Service stand-in and its HPA on metric.
 type csWorkload struct {
-	label, metricDesc string
-	e                 *framework.Environment
-	ns                string
-	svcURL            string
+	label, metricDesc, metric string
+	model                     *framework.Model
 }
 
 func newCSWorkload(t *testing.T, e *framework.Environment, label string, metric autoscalingv2.MetricSpec) *csWorkload {
 	t.Helper()
-	w := &csWorkload{label: label, e: e, ns: e.Namespace(t)}
+	w := &csWorkload{label: label}
 	switch {
 	case metric.Pods != nil:
+		w.metric = metric.Pods.Metric.Name
 		w.metricDesc = fmt.Sprintf("Pods %s, AverageValue %s", metric.Pods.Metric.Name, csPlainTarget)
 	case metric.Object != nil:
+		w.metric = metric.Object.Metric.Name
 		w.metricDesc = fmt.Sprintf("Object %s on the Deployment, Value %s", metric.Object.Metric.Name, csAwareTarget)
 	}
 	d := simDeployment("model", 1, "--max-num-seqs=4", "--decode-time-base=150ms",
 		fmt.Sprintf("--time-scale=%d", csCompress), "--load-time="+csLoadTime.String())
-	d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
-		HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}}}
-	createSimDeployment(t, e, w.ns, d, 1)
-	selector := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
-	svc, err := framework.StartServiceProxy(func() []string { return e.Kubelet.Endpoints(w.ns, selector) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	w.svcURL = svc.URL
-
 	// The first pod is Ready (its model loaded) before the HPA exists.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, csSampleEvery, true, func(ctx context.Context) (bool, error) {
-		dep, err := e.ControlPlane.Client.AppsV1().Deployments(w.ns).Get(ctx, d.Name, metav1.GetOptions{})
-		return err == nil && dep.Status.ReadyReplicas == 1, nil
-	}); err != nil {
-		t.Fatalf("%s: the first pod never turned Ready: %v", label, err)
-	}
-	createHPA(t, e, w.ns, csHPA(d.Name, metric))
+	w.model = framework.StartModel(t, e, e.Namespace(t), d)
+	createHPA(t, e, w.model.Namespace, csHPA(d.Name, metric))
 	return w
 }
+
+// hasValue says whether the HPA's status holds a current value of its metric.
+func (w *csWorkload) hasValue(s framework.ScaleState) bool { return !math.IsNaN(s.Value(w.metric)) }
 
 // csHPA is the default behavior with its periods and windows compressed
 // csCompress times: scale up at once by up to 4 pods or 100% per 15 s,
@@ -222,46 +196,6 @@ func csHPA(deployment string, metric autoscalingv2.MetricSpec) *autoscalingv2.Ho
 	}
 }
 
-// csState is one workload's Deployment and HPA at one moment.
-type csState struct {
-	spec, ready, desired int32
-	value                float64
-	hasValue             bool
-	active               string
-}
-
-func (w *csWorkload) read(ctx context.Context) csState {
-	var s csState
-	c := w.e.ControlPlane.Client
-	if d, err := c.AppsV1().Deployments(w.ns).Get(ctx, "model", metav1.GetOptions{}); err == nil {
-		s.spec, s.ready = *d.Spec.Replicas, d.Status.ReadyReplicas
-	}
-	h, err := c.AutoscalingV2().HorizontalPodAutoscalers(w.ns).Get(ctx, "model", metav1.GetOptions{})
-	if err != nil {
-		return s
-	}
-	s.desired = h.Status.DesiredReplicas
-	for _, m := range h.Status.CurrentMetrics {
-		switch {
-		case m.Pods != nil && m.Pods.Current.AverageValue != nil:
-			s.value, s.hasValue = m.Pods.Current.AverageValue.AsApproximateFloat64(), true
-		case m.Object != nil && m.Object.Current.Value != nil:
-			s.value, s.hasValue = m.Object.Current.Value.AsApproximateFloat64(), true
-		}
-	}
-	for _, cond := range h.Status.Conditions {
-		if cond.Type == autoscalingv2.ScalingActive {
-			s.active = string(cond.Status)
-		}
-	}
-	return s
-}
-
-type csRow struct {
-	at     time.Duration // wall, since the step
-	states []csState
-}
-
 // csFigures are one workload's measurements over the observed window, in
 // wall time (the caller scales them to simulated time).
 type csFigures struct {
@@ -271,23 +205,20 @@ type csFigures struct {
 	sawValue       bool
 }
 
-func csMeasure(rows []csRow, i int) csFigures {
-	f := csFigures{enoughAt: -1}
-	for j, r := range rows {
-		s := r.states[i]
-		f.peak = max(f.peak, s.spec)
-		if s.ready >= csNeeded && f.enoughAt < 0 {
-			f.enoughAt = r.at
+func csMeasure(rows []framework.ScaleRow, i int, w *csWorkload) csFigures {
+	f := csFigures{enoughAt: -1, replicaSeconds: framework.ReplicaSeconds(rows, i)}
+	for _, r := range rows {
+		s := r.States[i]
+		f.peak = max(f.peak, s.Spec)
+		if s.Ready >= csNeeded && f.enoughAt < 0 {
+			f.enoughAt = r.At
 		}
-		f.sawValue = f.sawValue || (s.hasValue && s.active == string(corev1.ConditionTrue))
-		if j+1 < len(rows) {
-			f.replicaSeconds += float64(s.spec) * (rows[j+1].at - r.at).Seconds()
-		}
+		f.sawValue = f.sawValue || (w.hasValue(s) && s.ActiveTrue())
 	}
 	return f
 }
 
-func logCSTable(t *testing.T, ws []*csWorkload, rows []csRow) {
+func logCSTable(t *testing.T, ws []*csWorkload, rows []framework.ScaleRow) {
 	t.Helper()
 	var b strings.Builder
 	head := fmt.Sprintf("%4s %5s %7s %7s %-6s", "spec", "ready", "desired", "value", "active")
@@ -301,13 +232,13 @@ func logCSTable(t *testing.T, ws []*csWorkload, rows []csRow) {
 	}
 	b.WriteByte('\n')
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%8.0f", math.Round(r.at.Seconds()*csCompress))
-		for _, s := range r.states {
+		fmt.Fprintf(&b, "%8.0f", math.Round(r.At.Seconds()*csCompress))
+		for i, s := range r.States {
 			v := "-"
-			if s.hasValue {
-				v = fmt.Sprintf("%.2f", s.value)
+			if ws[i].hasValue(s) {
+				v = fmt.Sprintf("%.2f", s.Value(ws[i].metric))
 			}
-			fmt.Fprintf(&b, " | %4d %5d %7d %7s %-6s", s.spec, s.ready, s.desired, v, s.active)
+			fmt.Fprintf(&b, " | %4d %5d %7d %7s %-6s", s.Spec, s.Ready, s.Desired, v, s.Active)
 		}
 		b.WriteByte('\n')
 	}

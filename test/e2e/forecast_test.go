@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
@@ -122,17 +120,17 @@ func TestForecastAheadOfBursts(t *testing.T) {
 	// the pods make the adapter scrape them.
 	total := fcFirstGap + time.Duration(fcBursts-1)*(fcBurst+fcGap) + fcBurst + 2*time.Second
 	for _, w := range ws {
-		startLoad(t, w.svcURL, fcArrivals, total+time.Minute, fcBaseline)
+		startLoad(t, w.model.URL, fcArrivals, total+time.Minute, fcBaseline)
 		w.waitScraped(t)
 	}
 
 	recipe.checkAbsentBeforeHPA(t)
 	queueOnly := framework.PodsMetric(metricQueue, fcQueueTarget)
-	createHPA(t, e, queue.ns, framework.HPA("model", 1, fcMaxReplicas, queueOnly, fcBehavior()))
+	createHPA(t, e, queue.model.Namespace, framework.HPA("model", 1, fcMaxReplicas, queueOnly, fcBehavior()))
 	queue.metricDesc = fmt.Sprintf("Pods %s AverageValue %s", metricQueue, fcQueueTarget)
 	recipeHPA := framework.HPA("model", 1, fcMaxReplicas, forecastMetric(), fcBehavior())
 	recipeHPA.Spec.Metrics = append(recipeHPA.Spec.Metrics, framework.PodsMetric(metricQueue, fcQueueTarget))
-	createHPA(t, e, recipe.ns, recipeHPA)
+	createHPA(t, e, recipe.model.Namespace, recipeHPA)
 	recipe.metricDesc = fmt.Sprintf("Object %s{method=%s} Value %s + Pods %s AverageValue %s",
 		metricForecast, fcMethod, fcForecastValue, metricQueue, fcQueueTarget)
 	recipe.checkHoldsWhileAbsent(t)
@@ -141,18 +139,20 @@ func TestForecastAheadOfBursts(t *testing.T) {
 	// just before its load starts.
 	start := time.Now()
 	var rows []fcRow
+	var scaleRows []framework.ScaleRow // the same samples, for framework.ReplicaSeconds
 	var starts []fcRow
 	var diags []string
 	next := 0
 	burstAt := func(k int) time.Duration { return fcFirstGap + time.Duration(k)*(fcBurst+fcGap) }
 	for time.Since(start) < total {
-		row := fcSample(ws, time.Since(start))
+		row, sr := fcSample(ws, time.Since(start))
 		rows = append(rows, row)
+		scaleRows = append(scaleRows, sr)
 		if next < fcBursts && row.at >= burstAt(next) {
 			starts = append(starts, row)
 			diags = append(diags, recipe.demandAndForecast())
 			for _, w := range ws {
-				startLoad(t, w.svcURL, fcArrivals, fcBurst, fcBurstExtra)
+				startLoad(t, w.model.URL, fcArrivals, fcBurst, fcBurstExtra)
 			}
 			next++
 		}
@@ -165,7 +165,7 @@ func TestForecastAheadOfBursts(t *testing.T) {
 	logFCTable(t, ws, rows)
 	logFCBurstStarts(t, ws, starts, diags)
 	for i, w := range ws {
-		t.Logf("%s (%s): %.0f replica-seconds over %.0f s", w.label, w.metricDesc, fcReplicaSeconds(rows, i), time.Since(start).Seconds())
+		t.Logf("%s (%s): %.0f replica-seconds over %.0f s", w.label, w.metricDesc, framework.ReplicaSeconds(scaleRows, i), time.Since(start).Seconds())
 		for k, s := range starts {
 			t.Logf("%s, burst %d at %.1f s: %s", w.label, k+1, s.at.Seconds(), fcEnoughAfter(rows, i, s.at))
 		}
@@ -181,16 +181,16 @@ func TestForecastAheadOfBursts(t *testing.T) {
 	}
 	for k := 1; k < fcBursts; k++ {
 		r, q := starts[k].states[0], starts[k].states[1]
-		if r.ready < fcNeeded {
+		if r.Ready < fcNeeded {
 			t.Errorf("burst %d: the recipe's Deployment had %d Ready replicas at its start, fewer than the %d it needs (spec %d, desired %d; the HPA read a forecast of %s per replica and a queue of %s per pod; asked then: %s)",
-				k+1, r.ready, fcNeeded, r.spec, r.desired, fcValue(r.forecast), fcValue(r.queue), diags[k])
+				k+1, r.Ready, fcNeeded, r.Spec, r.Desired, fcValue(r.forecast), fcValue(r.queue), diags[k])
 		}
 		if !r.hasForecast() {
-			t.Errorf("burst %d: the recipe's HPA had read no forecast at its start (ScalingActive %s %s: %s)", k+1, r.active, r.reason, r.message)
+			t.Errorf("burst %d: the recipe's HPA had read no forecast at its start (ScalingActive %s %s: %s)", k+1, r.Active, r.Reason, r.Message)
 		}
-		if q.ready >= fcNeeded {
+		if q.Ready >= fcNeeded {
 			t.Errorf("burst %d: the queue-only Deployment had %d Ready replicas at its start, as many as the %d needed: the pattern did not make it scale down in the gap (spec %d, desired %d, queue %s)",
-				k+1, q.ready, fcNeeded, q.spec, q.desired, fcValue(q.queue))
+				k+1, q.Ready, fcNeeded, q.Spec, q.Desired, fcValue(q.queue))
 		}
 	}
 }
@@ -221,34 +221,14 @@ func fcBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
 type fcWorkload struct {
 	label, metricDesc string
 	e                 *framework.Environment
-	ns, svcURL        string
-	selector          labels.Selector
+	model             *framework.Model
 }
 
 func newFCWorkload(t *testing.T, e *framework.Environment, label string) *fcWorkload {
 	t.Helper()
-	w := &fcWorkload{label: label, e: e, ns: e.Namespace(t)}
 	d := simDeployment("model", fcInitial, fmt.Sprintf("--max-num-seqs=%d", fcSeqs), "--decode-time-base=20ms",
 		"--load-time="+fcLoadTime.String())
-	d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
-		HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}}}
-	createSimDeployment(t, e, w.ns, d, fcInitial)
-	w.selector = labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
-	svc, err := framework.StartServiceProxy(func() []string { return e.Kubelet.Endpoints(w.ns, w.selector) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	w.svcURL = svc.URL
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		dep, err := e.ControlPlane.Client.AppsV1().Deployments(w.ns).Get(ctx, d.Name, metav1.GetOptions{})
-		return err == nil && dep.Status.ReadyReplicas == fcInitial, nil
-	}); err != nil {
-		t.Fatalf("%s: %d pods never turned Ready: %v", label, fcInitial, err)
-	}
-	return w
+	return &fcWorkload{label: label, e: e, model: framework.StartModel(t, e, e.Namespace(t), d)}
 }
 
 // waitScraped waits until the adapter serves the queue of every pod.
@@ -256,7 +236,7 @@ func (w *fcWorkload) waitScraped(t *testing.T) {
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		vals, err := w.e.ControlPlane.Metrics.PodValues(ctx, w.ns, metricQueue, w.selector)
+		vals, err := w.e.ControlPlane.Metrics.PodValues(ctx, w.model.Namespace, metricQueue, w.model.Selector)
 		if err != nil {
 			noteErr(ctx, &last, err)
 			return false, nil
@@ -272,7 +252,7 @@ func (w *fcWorkload) waitScraped(t *testing.T) {
 // askForecast asks for the forecast of the Deployment as the HPA does.
 func (w *fcWorkload) askForecast() (float64, error) {
 	sel := labels.SelectorFromSet(labels.Set{"method": fcMethod})
-	v, err := w.e.ControlPlane.Metrics.Custom.NamespacedMetrics(w.ns).GetForObject(framework.DeploymentKind, "model", metricForecast, sel)
+	v, err := w.e.ControlPlane.Metrics.Custom.NamespacedMetrics(w.model.Namespace).GetForObject(framework.DeploymentKind, "model", metricForecast, sel)
 	if err != nil {
 		return 0, err
 	}
@@ -286,7 +266,7 @@ func (w *fcWorkload) askForecast() (float64, error) {
 func (w *fcWorkload) demandAndForecast() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pods, err := w.e.ControlPlane.Client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: w.selector.String()})
+	pods, err := w.e.ControlPlane.Client.CoreV1().Pods(w.model.Namespace).List(ctx, metav1.ListOptions{LabelSelector: w.model.Selector.String()})
 	if err != nil {
 		return "pods: " + err.Error()
 	}
@@ -296,7 +276,7 @@ func (w *fcWorkload) demandAndForecast() string {
 			n++
 		}
 	}
-	d, err := w.e.ControlPlane.Metrics.Object(ctx, w.ns, framework.DeploymentKind, "model", metricDemandPerReplica)
+	d, err := w.e.ControlPlane.Metrics.Object(ctx, w.model.Namespace, framework.DeploymentKind, "model", metricDemandPerReplica)
 	if err != nil {
 		return "demand: " + err.Error()
 	}
@@ -360,14 +340,14 @@ func (w *fcWorkload) checkHoldsWhileAbsent(t *testing.T) {
 	}
 	sawFailure := false
 	for i, s := range seen[:len(seen)-1] {
-		if s.active == string(corev1.ConditionFalse) && strings.Contains(s.message, metricForecast) && strings.Contains(s.message, "history") {
+		if s.Active == string(corev1.ConditionFalse) && strings.Contains(s.Message, metricForecast) && strings.Contains(s.Message, "history") {
 			sawFailure = true
 		}
-		if s.spec != fcInitial {
-			t.Errorf("%s: the Deployment went to %d replicas while the forecast was absent (from %d)", w.label, s.spec, fcInitial)
+		if s.Spec != fcInitial {
+			t.Errorf("%s: the Deployment went to %d replicas while the forecast was absent (from %d)", w.label, s.Spec, fcInitial)
 		}
-		if i > 0 && s.desired != seen[i-1].desired {
-			t.Errorf("%s: the HPA's desiredReplicas changed from %d to %d while the forecast was absent", w.label, seen[i-1].desired, s.desired)
+		if i > 0 && s.Desired != seen[i-1].Desired {
+			t.Errorf("%s: the HPA's desiredReplicas changed from %d to %d while the forecast was absent", w.label, seen[i-1].Desired, s.Desired)
 		}
 	}
 	if !sawFailure {
@@ -375,47 +355,25 @@ func (w *fcWorkload) checkHoldsWhileAbsent(t *testing.T) {
 	}
 }
 
-// fcState is one workload's Deployment and HPA at one moment; a value the
-// HPA did not read is NaN.
+// fcState is one workload's Deployment and HPA at one moment, with the two
+// values the HPAs read (NaN where not read).
 type fcState struct {
-	spec, ready, desired    int32
-	forecast, queue         float64
-	active, reason, message string
+	framework.ScaleState
+	forecast, queue float64
+}
+
+func newFCState(s framework.ScaleState) fcState {
+	return fcState{ScaleState: s, forecast: s.Value(metricForecast), queue: s.Value(metricQueue)}
 }
 
 func (s fcState) hasForecast() bool { return !math.IsNaN(s.forecast) }
 
 func (s fcState) String() string {
 	return fmt.Sprintf("spec %d ready %d desired %d forecast %s queue %s ScalingActive %s %s: %s",
-		s.spec, s.ready, s.desired, fcValue(s.forecast), fcValue(s.queue), s.active, s.reason, s.message)
+		s.Spec, s.Ready, s.Desired, fcValue(s.forecast), fcValue(s.queue), s.Active, s.Reason, s.Message)
 }
 
-func (w *fcWorkload) read(ctx context.Context) fcState {
-	s := fcState{forecast: math.NaN(), queue: math.NaN()}
-	c := w.e.ControlPlane.Client
-	if d, err := c.AppsV1().Deployments(w.ns).Get(ctx, "model", metav1.GetOptions{}); err == nil {
-		s.spec, s.ready = *d.Spec.Replicas, d.Status.ReadyReplicas
-	}
-	h, err := c.AutoscalingV2().HorizontalPodAutoscalers(w.ns).Get(ctx, "model", metav1.GetOptions{})
-	if err != nil {
-		return s
-	}
-	s.desired = h.Status.DesiredReplicas
-	for _, m := range h.Status.CurrentMetrics {
-		switch {
-		case m.Object != nil && m.Object.Metric.Name == metricForecast && m.Object.Current.Value != nil:
-			s.forecast = m.Object.Current.Value.AsApproximateFloat64()
-		case m.Pods != nil && m.Pods.Metric.Name == metricQueue && m.Pods.Current.AverageValue != nil:
-			s.queue = m.Pods.Current.AverageValue.AsApproximateFloat64()
-		}
-	}
-	for _, cond := range h.Status.Conditions {
-		if cond.Type == autoscalingv2.ScalingActive {
-			s.active, s.reason, s.message = string(cond.Status), cond.Reason, cond.Message
-		}
-	}
-	return s
-}
+func (w *fcWorkload) read(ctx context.Context) fcState { return newFCState(w.model.Scale(ctx)) }
 
 type fcRow struct {
 	at     time.Duration // since the baseline phase began
@@ -423,32 +381,24 @@ type fcRow struct {
 }
 
 // fcSample reads every workload at once.
-func fcSample(ws []*fcWorkload, at time.Duration) fcRow {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*fcSampleEvery)
-	defer cancel()
-	row := fcRow{at: at, states: make([]fcState, len(ws))}
-	var wg sync.WaitGroup
+func fcSample(ws []*fcWorkload, at time.Duration) (fcRow, framework.ScaleRow) {
+	models := make([]*framework.Model, len(ws))
 	for i, w := range ws {
-		wg.Go(func() { row.states[i] = w.read(ctx) })
+		models[i] = w.model
 	}
-	wg.Wait()
-	return row
-}
-
-// fcReplicaSeconds is workload i's spec.replicas integrated over rows.
-func fcReplicaSeconds(rows []fcRow, i int) float64 {
-	var sum float64
-	for j := 0; j+1 < len(rows); j++ {
-		sum += float64(rows[j].states[i].spec) * (rows[j+1].at - rows[j].at).Seconds()
+	sr := framework.SampleScale(models, at, 4*fcSampleEvery)
+	row := fcRow{at: sr.At, states: make([]fcState, len(ws))}
+	for i, s := range sr.States {
+		row.states[i] = newFCState(s)
 	}
-	return sum
+	return row, sr
 }
 
 // fcEnoughAfter says when workload i first had fcNeeded Ready replicas at
 // or after from.
 func fcEnoughAfter(rows []fcRow, i int, from time.Duration) string {
 	for _, r := range rows {
-		if r.at >= from && r.states[i].ready >= fcNeeded {
+		if r.at >= from && r.states[i].Ready >= fcNeeded {
 			return fmt.Sprintf("%d Ready after %.1f s", fcNeeded, (r.at - from).Seconds())
 		}
 	}
@@ -458,7 +408,7 @@ func fcEnoughAfter(rows []fcRow, i int, from time.Duration) string {
 func fcSawValue(rows []fcRow, i int) bool {
 	for _, r := range rows {
 		s := r.states[i]
-		if s.active == string(corev1.ConditionTrue) && !math.IsNaN(s.queue) {
+		if s.Active == string(corev1.ConditionTrue) && !math.IsNaN(s.queue) {
 			return true
 		}
 	}
@@ -488,7 +438,7 @@ func logFCTable(t *testing.T, ws []*fcWorkload, rows []fcRow) {
 	for _, r := range rows {
 		fmt.Fprintf(&b, "%6.1f", r.at.Seconds())
 		for _, s := range r.states {
-			fmt.Fprintf(&b, " | %4d %5d %7d %8s %6s %-6s", s.spec, s.ready, s.desired, fcValue(s.forecast), fcValue(s.queue), s.active)
+			fmt.Fprintf(&b, " | %4d %5d %7d %8s %6s %-6s", s.Spec, s.Ready, s.Desired, fcValue(s.forecast), fcValue(s.queue), s.Active)
 		}
 		b.WriteByte('\n')
 	}
@@ -506,7 +456,7 @@ func logFCBurstStarts(t *testing.T, ws []*fcWorkload, starts []fcRow, diags []st
 		for i, w := range ws {
 			s := r.states[i]
 			fmt.Fprintf(&b, "\n  burst %d at %5.1f s  %-10s ready %d spec %d desired %d  forecast/replica %s  queue/pod %s  ScalingActive %s %s",
-				k+1, r.at.Seconds(), w.label, s.ready, s.spec, s.desired, fcValue(s.forecast), fcValue(s.queue), s.active, s.reason)
+				k+1, r.at.Seconds(), w.label, s.Ready, s.Spec, s.Desired, fcValue(s.forecast), fcValue(s.queue), s.Active, s.Reason)
 		}
 	}
 	t.Log(b.String())
