@@ -27,3 +27,14 @@ const DemandForecastPerReplicaUnit = "requests per replica"
 // ForecastMethodLabel is the metric selector label that picks the forecast's
 // estimator (envelope, holt or staffing).
 const ForecastMethodLabel = "method"
+
+// ForecastZLabel is the metric selector label that sets staffing's safety
+// factor z for one question (a decimal from 0 to 10), in place of the
+// adapter's --forecast-z.
+const ForecastZLabel = "z"
+
+// ForecastWindowLabel is the metric selector label that sets the span of
+// history holt fits and staffing measures its dispersion over for one
+// question (a Go duration such as 2m, above 0 and at most the adapter's
+// --forecast-window), in place of --forecast-window.
+const ForecastWindowLabel = "window"

@@ -176,14 +176,10 @@ func (p *Provider) demandPerReplicaByName(ctx context.Context, name types.Namesp
 	if err != nil {
 		return nil, err
 	}
-	if name.Namespace == "" {
-		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
-	}
-	sel, err := p.objectSelector(k, name)
-	if err != nil {
-		return nil, notFound(info, err.Error())
-	}
-	return p.demandPerReplicaValue(ctx, k, name, sel, modelMatcher(metricSelector), info, metricSelector, true)
+	match := modelMatcher(metricSelector)
+	return p.workloadByName(k, name, info, func(name types.NamespacedName, sel labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+		return p.demandPerReplicaValue(ctx, k, name, sel, match, info, metricSelector, want)
+	})
 }
 
 // demandPerReplicaBySelector answers catalog.DemandPerReplica for every workload
@@ -194,14 +190,42 @@ func (p *Provider) demandPerReplicaBySelector(ctx context.Context, namespace str
 	if err != nil {
 		return nil, err
 	}
+	match := modelMatcher(metricSelector)
+	return p.workloadsBySelector(k, namespace, selector, info, func(name types.NamespacedName, sel labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+		return p.demandPerReplicaValue(ctx, k, name, sel, match, info, metricSelector, want)
+	})
+}
+
+// workloadValue answers a workload metric (the demand per replica, its
+// forecast) for the workload name whose pods sel selects; with want false
+// the question creates no demand.
+type workloadValue func(name types.NamespacedName, sel labels.Selector, want bool) (*custom_metrics.MetricValue, error)
+
+// workloadByName answers a workload metric of kind k for one named
+// workload: asked within a namespace, on the workload's pod selector, and
+// creating demand.
+func (p *Provider) workloadByName(k kind, name types.NamespacedName, info cmprovider.CustomMetricInfo, value workloadValue) (*custom_metrics.MetricValue, error) {
+	if name.Namespace == "" {
+		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
+	}
+	sel, err := p.objectSelector(k, name)
+	if err != nil {
+		return nil, notFound(info, err.Error())
+	}
+	return value(name, sel, true)
+}
+
+// workloadsBySelector answers a workload metric of kind k for every
+// workload matching selector in namespace; without a selector the question
+// creates no demand (it reads only what is already scraped).
+func (p *Provider) workloadsBySelector(k kind, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, value workloadValue) (*custom_metrics.MetricValueList, error) {
 	if namespace == "" {
 		return nil, badRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace", info.GroupResource.String()))
 	}
 	if selector == nil {
 		selector = labels.Everything()
 	}
-	match := modelMatcher(metricSelector)
 	return p.eachWorkload(k, namespace, selector, info, func(name types.NamespacedName, sel labels.Selector) (*custom_metrics.MetricValue, error) {
-		return p.demandPerReplicaValue(ctx, k, name, sel, match, info, metricSelector, !selector.Empty())
+		return value(name, sel, !selector.Empty())
 	})
 }

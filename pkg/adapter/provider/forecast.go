@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,42 +96,109 @@ func (p *Provider) recordDemand(k kind, name types.NamespacedName, modelKey stri
 		forecast.Sample{At: p.clock.Now(), Demand: r.demand, Completions: completions})
 }
 
-// forecastSelector splits a forecast question's metric selector into the
-// method it names (the configured one when none) and the selector left
-// (model and role), which keys the history. Keys other than method,
-// model_name, model and role, and a method that is not one value of the
-// estimators, are a 400 naming them.
-func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecast.Method, labels.Selector, error) {
-	method := p.cfg.Forecast.Method
+// forecastQuestion is what a forecast question's metric selector asks: the
+// estimator and its settings (the adapter's where the selector names none)
+// and the model selector left (model and role, nil for none), which keys
+// the history. The settings do not key it: every question reads the same
+// samples.
+type forecastQuestion struct {
+	method forecast.Method
+	z      float64       // staffing's safety factor
+	window time.Duration // the span holt fits and staffing measures dispersion over
+	model  labels.Selector
+}
+
+// maxForecastZ bounds the metric selector's z.
+const maxForecastZ = 10
+
+// forecastSelector reads a forecast question's metric selector: method,
+// z (staffing only) and window (holt and staffing; at most the adapter's
+// --forecast-window, all the history holds) each once, the rest the model
+// selector. Other keys, a key given other than as one value, a value out
+// of range and a setting its method does not read are a 400 naming them.
+func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQuestion, error) {
+	fc := p.cfg.Forecast
+	q := forecastQuestion{method: fc.Method, z: fc.Z, window: fc.Window}
 	if metricSelector == nil || metricSelector.Empty() {
-		return method, nil, nil
+		return q, nil
 	}
 	reqs, _ := metricSelector.Requirements()
 	model := labels.NewSelector()
+	var zSet, windowSet bool
 	for _, r := range reqs {
 		switch r.Key() {
 		case catalog.ForecastMethodLabel:
-			vals := r.Values().List()
-			op := r.Operator()
-			if (op != selection.Equals && op != selection.DoubleEquals && op != selection.In) || len(vals) != 1 {
-				return "", nil, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one method (%s=envelope, holt or staffing), got %q", catalog.DemandForecastPerReplica, catalog.ForecastMethodLabel, catalog.ForecastMethodLabel, r.String()))
+			v, ok := oneValue(r)
+			if !ok {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one method (%s=envelope, holt or staffing), got %q", catalog.DemandForecastPerReplica, catalog.ForecastMethodLabel, catalog.ForecastMethodLabel, r.String()))
 			}
-			m, err := forecast.ParseMethod(vals[0])
+			m, err := forecast.ParseMethod(v)
 			if err != nil {
-				return "", nil, badRequest(fmt.Sprintf("%s: the metric selector's %s: %v", catalog.DemandForecastPerReplica, catalog.ForecastMethodLabel, err))
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %s: %v", catalog.DemandForecastPerReplica, catalog.ForecastMethodLabel, err))
 			}
-			method = m
+			q.method = m
+		case catalog.ForecastZLabel:
+			v, ok := oneValue(r)
+			if !ok {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one number from 0 to %d (%s=1), got %q", catalog.DemandForecastPerReplica, catalog.ForecastZLabel, maxForecastZ, catalog.ForecastZLabel, r.String()))
+			}
+			z, err := parseZ(v)
+			if err != nil {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %s %q: %v", catalog.DemandForecastPerReplica, catalog.ForecastZLabel, v, err))
+			}
+			q.z, zSet = z, true
+		case catalog.ForecastWindowLabel:
+			v, ok := oneValue(r)
+			if !ok {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one duration above 0 and at most %s (%s=2m), got %q", catalog.DemandForecastPerReplica, catalog.ForecastWindowLabel, fc.Window, catalog.ForecastWindowLabel, r.String()))
+			}
+			w, err := time.ParseDuration(v)
+			if err != nil || w <= 0 || w > fc.Window {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %s %q: want a duration above 0 and at most the adapter's --forecast-window, %s (the history holds no more), such as 2m or 90s", catalog.DemandForecastPerReplica, catalog.ForecastWindowLabel, v, fc.Window))
+			}
+			q.window, windowSet = w, true
 		case "model_name", "model", catalog.RoleSelectorLabel:
 			// A role picks pods (role.go), and keys its own history.
 			model = model.Add(r)
 		default:
-			return "", nil, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt or staffing), model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.RoleSelectorLabel))
+			return q, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt or staffing), %s, %s, model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.ForecastZLabel, catalog.ForecastWindowLabel, catalog.RoleSelectorLabel))
 		}
 	}
-	if model.Empty() {
-		return method, nil, nil
+	if zSet && q.method != forecast.Staffing {
+		return q, badRequest(fmt.Sprintf("%s: the metric selector's %s applies to %s=staffing only, not %s", catalog.DemandForecastPerReplica, catalog.ForecastZLabel, catalog.ForecastMethodLabel, q.method))
 	}
-	return method, model, nil
+	if windowSet && q.method == forecast.Envelope {
+		return q, badRequest(fmt.Sprintf("%s: the metric selector's %s applies to %s=holt and staffing only, not envelope, which reads the horizon", catalog.DemandForecastPerReplica, catalog.ForecastWindowLabel, catalog.ForecastMethodLabel))
+	}
+	if !model.Empty() {
+		q.model = model
+	}
+	return q, nil
+}
+
+// oneValue is the value of a requirement that names exactly one (=, == or
+// in of one value).
+func oneValue(r labels.Requirement) (string, bool) {
+	vals := r.Values().List()
+	op := r.Operator()
+	if (op != selection.Equals && op != selection.DoubleEquals && op != selection.In) || len(vals) != 1 {
+		return "", false
+	}
+	return vals[0], true
+}
+
+// parseZ reads a metric selector's z: a plain decimal (digits, at most one
+// point) from 0 to maxForecastZ.
+func parseZ(s string) (float64, error) {
+	want := fmt.Errorf("want a decimal number from 0 to %d (staffing's safety factor), such as 1 or 0.5", maxForecastZ)
+	if s == "" || strings.Count(s, ".") > 1 || strings.Trim(s, "0123456789.") != "" {
+		return 0, want
+	}
+	z, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(z) || math.IsInf(z, 0) || z < 0 || z > maxForecastZ {
+		return 0, want
+	}
+	return z, nil
 }
 
 // forecastHorizon is the configured horizon, or auto: the longest start-up
@@ -157,26 +226,26 @@ func (p *Provider) forecastHorizon(pods []*corev1.Pod) time.Duration {
 // the forecast demand within the horizon over the Ready plus starting
 // replicas. It is absent (404) when the demand is (every reason of
 // demandPerReplicaValue) and while the history is too short.
-func (p *Provider) forecastValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, method forecast.Method, model labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
-	r, pods, why, err := p.workloadDemand(ctx, k, name, sel, modelMatcher(model), selectorKey(model), want)
+func (p *Provider) forecastValue(ctx context.Context, k kind, name types.NamespacedName, sel labels.Selector, q forecastQuestion, info cmprovider.CustomMetricInfo, metricSelector labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+	r, pods, why, err := p.workloadDemand(ctx, k, name, sel, modelMatcher(q.model), selectorKey(q.model), want)
 	if err != nil {
 		return nil, err
 	}
 	obj := name.Namespace + "/" + name.Name
 	now := p.clock.Now()
-	key := forecast.Key{Namespace: name.Namespace, Kind: kindName(k), Name: name.Name, Selector: selectorKey(model)}
+	key := forecast.Key{Namespace: name.Namespace, Kind: kindName(k), Name: name.Name, Selector: selectorKey(q.model)}
 	series := p.histories.Series(key, now)
 	if why != "" {
 		return nil, notFound(info, fmt.Sprintf("%s: the forecast needs the demand, which is unknown: %s; the history holds %d samples", obj, why, len(series)))
 	}
 	fc := p.cfg.Forecast
-	params := forecast.Params{Method: method, Window: fc.Window, Horizon: p.forecastHorizon(pods), Z: fc.Z, Alpha: fc.Alpha, Beta: fc.Beta}
+	params := forecast.Params{Method: q.method, Window: q.window, Horizon: p.forecastHorizon(pods), Z: q.z, Alpha: fc.Alpha, Beta: fc.Beta}
 	res, err := forecast.Estimate(series, now, params)
 	if err != nil {
-		return nil, notFound(info, fmt.Sprintf("%s: %s forecast over a horizon of %s: %v", obj, method, params.Horizon, err))
+		return nil, notFound(info, fmt.Sprintf("%s: %s forecast over a horizon of %s: %v", obj, q.method, params.Horizon, err))
 	}
 	if res.Note != "" {
-		klog.FromContext(ctx).V(4).Info("Forecast fell back", "workload", obj, "kind", kindName(k), "method", method, "reason", res.Note)
+		klog.FromContext(ctx).V(4).Info("Forecast fell back", "workload", obj, "kind", kindName(k), "method", q.method, "reason", res.Note)
 	}
 	v := res.Forecast / float64(r.replicas())
 	if math.IsInf(v, 0) || math.IsNaN(v) {
@@ -187,7 +256,7 @@ func (p *Provider) forecastValue(ctx context.Context, k kind, name types.Namespa
 		return nil, err
 	}
 	mv.Metric.Name = catalog.DemandForecastPerReplica
-	window := max(1, int64(math.Ceil(fc.Window.Seconds())))
+	window := max(1, int64(math.Ceil(q.window.Seconds())))
 	mv.WindowSeconds = &window
 	return &mv, nil
 }
@@ -208,18 +277,13 @@ func (p *Provider) forecastByName(ctx context.Context, name types.NamespacedName
 	if err != nil {
 		return nil, err
 	}
-	method, model, err := p.forecastSelector(metricSelector)
+	q, err := p.forecastSelector(metricSelector)
 	if err != nil {
 		return nil, err
 	}
-	if name.Namespace == "" {
-		return nil, badRequest(fmt.Sprintf("%s %q: ask within a namespace", info.GroupResource.String(), name.Name))
-	}
-	sel, err := p.objectSelector(k, name)
-	if err != nil {
-		return nil, notFound(info, err.Error())
-	}
-	return p.forecastValue(ctx, k, name, sel, method, model, info, metricSelector, true)
+	return p.workloadByName(k, name, info, func(name types.NamespacedName, sel labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+		return p.forecastValue(ctx, k, name, sel, q, info, metricSelector, want)
+	})
 }
 
 // forecastBySelector answers catalog.DemandForecastPerReplica for every
@@ -230,17 +294,11 @@ func (p *Provider) forecastBySelector(ctx context.Context, namespace string, sel
 	if err != nil {
 		return nil, err
 	}
-	method, model, err := p.forecastSelector(metricSelector)
+	q, err := p.forecastSelector(metricSelector)
 	if err != nil {
 		return nil, err
 	}
-	if namespace == "" {
-		return nil, badRequest(fmt.Sprintf("%s across all namespaces are not served: ask within a namespace", info.GroupResource.String()))
-	}
-	if selector == nil {
-		selector = labels.Everything()
-	}
-	return p.eachWorkload(k, namespace, selector, info, func(name types.NamespacedName, sel labels.Selector) (*custom_metrics.MetricValue, error) {
-		return p.forecastValue(ctx, k, name, sel, method, model, info, metricSelector, !selector.Empty())
+	return p.workloadsBySelector(k, namespace, selector, info, func(name types.NamespacedName, sel labels.Selector, want bool) (*custom_metrics.MetricValue, error) {
+		return p.forecastValue(ctx, k, name, sel, q, info, metricSelector, want)
 	})
 }
