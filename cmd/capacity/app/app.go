@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
@@ -28,24 +26,14 @@ Measures what one replica of an OpenAI-compatible model server sustains under la
 // Main runs capacity with args until it is done or SIGINT or SIGTERM, and
 // returns the process exit code: 2 for a bad command line, 1 for a failure.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, args, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "capacity:", err)
-	}
-	return cli.ExitCode(err)
+	return cli.Main("capacity", args, stdout, stderr, run)
 }
 
 // run parses args, builds the configuration and probes (or reads the
 // recorded run of --from-json); a bad command line is a cli.UsageError.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := NewOptions()
-	fss := o.Flags()
-	fs := cli.FlagSet("capacity", fss)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stdout, usage+"\n"+cli.Sections(fss)) }
-	if done, err := cli.Parse(fs, args); done || err != nil {
+	if done, err := cli.ParseSections("capacity", usage, o.Flags(), args, stdout, stderr); done || err != nil {
 		return err
 	}
 	cfg, err := o.Config()

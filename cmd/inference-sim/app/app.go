@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os/signal"
-	"syscall"
 
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -28,13 +26,7 @@ A vLLM-compatible model server simulator: it speaks the OpenAI completions API, 
 // Main serves until SIGINT or SIGTERM and returns the process exit code:
 // 2 for a bad command line, 1 for a failure.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, args, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "inference-sim:", err)
-	}
-	return cli.ExitCode(err)
+	return cli.Main("inference-sim", args, stdout, stderr, run)
 }
 
 // run parses args, validates them, configures logging and serves until ctx

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
@@ -25,24 +23,14 @@ Drives an OpenAI-compatible server (inference-sim, vLLM) with open-loop Poisson 
 // Main sends the load until it is done or SIGINT or SIGTERM, and returns
 // the process exit code: 2 for a bad command line, 1 for a failure.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, args, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "loadgen:", err)
-	}
-	return cli.ExitCode(err)
+	return cli.Main("loadgen", args, stdout, stderr, run)
 }
 
 // run parses args, builds the load configuration, sends the load and
 // prints the summary; a bad command line is a cli.UsageError.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := NewOptions()
-	fss := o.Flags()
-	fs := cli.FlagSet("loadgen", fss)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stdout, usage+"\n"+cli.Sections(fss)) }
-	if done, err := cli.Parse(fs, args); done || err != nil {
+	if done, err := cli.ParseSections("loadgen", usage, o.Flags(), args, stdout, stderr); done || err != nil {
 		return err
 	}
 	cfg, err := o.Config()
