@@ -406,8 +406,10 @@ func isRate(name string) bool {
 // hpa is the HorizontalPodAutoscaler of policy p for Deployment name, in
 // wall-clock terms: every policy gets minReplicas, maxReplicas and the
 // default behavior unless its spec sets its own; behavior seconds are
-// compressed, and rate targets (per simulated second) multiplied by the
-// compression, since the adapter measures rates per wall-clock second.
+// compressed, the forecast's metric selector windows too (wallForecastWindow),
+// and rate targets (per simulated second) multiplied by the compression,
+// since the adapter measures rates per wall-clock second. p is not changed:
+// the report keeps the policy as written, in simulated time.
 func hpa(p policy, name string, minReplicas, maxReplicas int32, tm timing) *autoscalingv2.HorizontalPodAutoscaler {
 	spec := autoscalingv2.HorizontalPodAutoscalerSpec{
 		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
@@ -417,6 +419,16 @@ func hpa(p policy, name string, minReplicas, maxReplicas int32, tm timing) *auto
 	}
 	for _, m := range p.metrics() {
 		m = *m.DeepCopy()
+		// The forecast's windows; checkForecastWindows refuses, before the
+		// run, every one that cannot be converted (it would reach the
+		// adapter as written, which refuses it with a 400).
+		mapForecastWindows(&m, func(v string) string {
+			w, err := tm.wallForecastWindow(v)
+			if err != nil {
+				return v
+			}
+			return w.String()
+		})
 		if t := metricTarget(m); t != nil && isRate(metricName(m)) {
 			for _, q := range []*resource.Quantity{t.Value, t.AverageValue} {
 				if q != nil {
@@ -463,6 +475,65 @@ func compressSeconds(s int32, tm timing) int32 {
 		return 0
 	}
 	return tm.wallSeconds(time.Duration(s) * time.Second)
+}
+
+// mapForecastWindows replaces each value of the window key in an Object
+// metric's selector of catalog.DemandForecastPerReplica (matchLabels and
+// matchExpressions; simulated time as a policy is written) with fn's.
+func mapForecastWindows(m *autoscalingv2.MetricSpec, fn func(window string) string) {
+	if m.Object == nil || m.Object.Metric.Name != catalog.DemandForecastPerReplica || m.Object.Metric.Selector == nil {
+		return
+	}
+	sel := m.Object.Metric.Selector
+	if v, ok := sel.MatchLabels[catalog.ForecastWindowLabel]; ok {
+		sel.MatchLabels[catalog.ForecastWindowLabel] = fn(v)
+	}
+	for i := range sel.MatchExpressions {
+		if e := &sel.MatchExpressions[i]; e.Key == catalog.ForecastWindowLabel {
+			for j := range e.Values {
+				e.Values[j] = fn(e.Values[j])
+			}
+		}
+	}
+}
+
+// wallForecastWindow is a forecast window written in simulated time (a
+// Go duration) in wall-clock time, rounded to whole milliseconds. It
+// refuses a window above the adapter's forecast window (the history holds
+// no more) and one the conversion makes shorter than the adapter's scrape
+// interval (no two samples in it).
+func (t timing) wallForecastWindow(simulated string) (time.Duration, error) {
+	d, err := time.ParseDuration(simulated)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("the forecast's %s %q: want a positive Go duration in simulated time, such as 2m", catalog.ForecastWindowLabel, simulated)
+	}
+	if d > t.ForecastWindow {
+		return 0, fmt.Errorf("the forecast's %s %s is over the adapter's forecast window, %s simulated: its history holds no more", catalog.ForecastWindowLabel, d, t.ForecastWindow)
+	}
+	w := t.wall(d).Round(time.Millisecond)
+	// Both rounded: a window of one scrape interval is one.
+	if scrape := t.wall(t.ScrapeInterval); w < scrape.Round(time.Millisecond) {
+		return 0, fmt.Errorf("the forecast's %s %s simulated is %s wall at compression ×%g, shorter than the adapter's scrape interval (%s wall, %s simulated): no two samples would fall in it", catalog.ForecastWindowLabel, d, w, t.Compress, scrape, t.ScrapeInterval)
+	}
+	// Rounding must not take it past the adapter's --forecast-window.
+	return min(w, t.wall(t.ForecastWindow)), nil
+}
+
+// checkForecastWindows refuses a policy whose forecast windows cannot be
+// converted to wall-clock time at this compression (wallForecastWindow),
+// naming the policy and the metric.
+func checkForecastWindows(p policy, tm timing) error {
+	var errs []error
+	for _, m := range p.metrics() {
+		m = *m.DeepCopy()
+		mapForecastWindows(&m, func(v string) string {
+			if _, err := tm.wallForecastWindow(v); err != nil {
+				errs = append(errs, fmt.Errorf("policy %q: metric %s: %w", p.Name, metricKey(m), err))
+			}
+			return v
+		})
+	}
+	return errors.Join(errs...)
 }
 
 // policyFile is the --policy-file form of policies: a name, why and an

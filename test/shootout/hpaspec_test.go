@@ -5,6 +5,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
 )
@@ -397,5 +400,136 @@ func TestStatusKey(t *testing.T) {
 		if got, spec := statusKey(tc.status), metricKey(tc.spec); got != tc.want || spec != tc.want {
 			t.Errorf("statusKey %q, metricKey %q; want %q for both", got, spec, tc.want)
 		}
+	}
+}
+
+// forecastPolicy is a policy of one Object metric, the demand forecast,
+// whose metric selector is sel.
+func forecastPolicy(sel *metav1.LabelSelector) policy {
+	v := resource.MustParse("2.951")
+	return policy{Name: "fc", Spec: &autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: []autoscalingv2.MetricSpec{{
+		Type: autoscalingv2.ObjectMetricSourceType,
+		Object: &autoscalingv2.ObjectMetricSource{
+			DescribedObject: deploymentRef(),
+			Metric:          autoscalingv2.MetricIdentifier{Name: catalog.DemandForecastPerReplica, Selector: sel},
+			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: &v},
+		},
+	}}}}
+}
+
+// TestForecastWindowCompressed: the window of the forecast's metric
+// selector, simulated time in the policy, is wall-clock time in the HPA
+// (whole milliseconds, a label value the adapter parses), in matchLabels
+// and matchExpressions; the policy keeps what was written; a window the
+// conversion makes shorter than the scrape interval, one over the forecast
+// window and one that is no duration are refused, naming policy and metric.
+func TestForecastWindowCompressed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		compress float64
+		window   string
+		want     string // the HPA's window; empty: refused
+		err      string
+	}{
+		{"2m at ×15", 15, "2m", "8s", ""},
+		{"90s at ×15", 15, "90s", "6s", ""},
+		{"5m at ×15: the whole forecast window", 15, "5m", "20s", ""},
+		{"1m at ×7: whole milliseconds", 7, "1m", "8.571s", ""},
+		{"2m at ×1: unchanged", 1, "2m", "2m0s", ""},
+		{"5s at ×15: the scrape interval", 15, "5s", "333ms", ""},
+		{"4s at ×15: under the scrape interval", 15, "4s", "", "4s simulated is 267ms wall at compression ×15, shorter than the adapter's scrape interval (333.333333ms wall, 5s simulated)"},
+		{"over the forecast window", 15, "6m", "", "window 6m0s is over the adapter's forecast window, 5m0s simulated"},
+		{"not a duration", 15, "2", "", `window "2": want a positive Go duration in simulated time`},
+		{"zero", 15, "0s", "", `window "0s": want a positive Go duration`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := newTiming(tc.compress, time.Minute)
+			for _, sel := range []*metav1.LabelSelector{
+				{MatchLabels: map[string]string{catalog.ForecastMethodLabel: "staffing", catalog.ForecastWindowLabel: tc.window}},
+				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: catalog.ForecastWindowLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{tc.window}}}},
+			} {
+				p := forecastPolicy(sel)
+				err := checkForecastWindows(p, tm)
+				if tc.want == "" {
+					if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), `policy "fc": metric object/`+catalog.DemandForecastPerReplica) {
+						t.Errorf("%v: %v, want an error naming the policy, the metric and saying %q", sel, err, tc.err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%v: %v", sel, err)
+				}
+				got := hpa(p, deploymentName, 1, 8, tm).Spec.Metrics[0].Object.Metric.Selector
+				var wall string
+				if got.MatchLabels != nil {
+					wall = got.MatchLabels[catalog.ForecastWindowLabel]
+					if m := got.MatchLabels[catalog.ForecastMethodLabel]; m != "staffing" {
+						t.Errorf("method %q, want staffing unchanged", m)
+					}
+				} else {
+					wall = got.MatchExpressions[0].Values[0]
+				}
+				if wall != tc.want {
+					t.Errorf("%v: the HPA's window %q, want %q", sel, wall, tc.want)
+				}
+				if errs := validation.IsValidLabelValue(wall); len(errs) > 0 {
+					t.Errorf("%q is not a label value: %v", wall, errs)
+				}
+				if d, err := time.ParseDuration(wall); err != nil || d > tm.wall(tm.ForecastWindow) {
+					t.Errorf("%q: %v, or over the adapter's --forecast-window %s", wall, err, tm.wall(tm.ForecastWindow))
+				}
+				// The policy, which the report keeps, is as written.
+				if back := p.Spec.Metrics[0].Object.Metric.Selector; back.MatchLabels[catalog.ForecastWindowLabel] != tc.window && (len(back.MatchExpressions) == 0 || back.MatchExpressions[0].Values[0] != tc.window) {
+					t.Errorf("the policy's selector became %v", back)
+				}
+			}
+		})
+	}
+	// Other metrics' selectors are not the forecast's: left alone.
+	p := forecastPolicy(&metav1.LabelSelector{MatchLabels: map[string]string{catalog.ForecastWindowLabel: "2m"}})
+	p.Spec.Metrics[0].Object.Metric.Name = catalog.DemandPerReplica
+	if got := hpa(p, deploymentName, 1, 8, newTiming(15, time.Minute)).Spec.Metrics[0].Object.Metric.Selector.MatchLabels[catalog.ForecastWindowLabel]; got != "2m" {
+		t.Errorf("%s's selector window became %q", catalog.DemandPerReplica, got)
+	}
+}
+
+// TestCommittedForecastStaffingPolicyFile reads the policy file of the
+// staffing settings' measurement (part 5): four policies, the recipe's
+// targets, method=staffing with z and window; the windows compressed at
+// the default ×15.
+func TestCommittedForecastStaffingPolicyFile(t *testing.T) {
+	pols, err := readPolicyFile("../../docs/shootout-runs/2026-12-02-code-part5/forecast-staffing.yaml", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := newTiming(15, time.Minute)
+	var got []string
+	for _, p := range pols {
+		if err := checkForecastWindows(p, tm); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+		h := hpa(p, deploymentName, 1, 8, tm)
+		sel := h.Spec.Metrics[0].Object.Metric.Selector.MatchLabels
+		got = append(got, fmt.Sprintf("%s %s %s max %d method=%s z=%s window=%s", p.Name, family(p), p.targetText(), h.Spec.MaxReplicas, sel["method"], sel["z"], sel["window"]))
+	}
+	want := []string{
+		"st-z1 forecast-staffing-z1+queue 2.951 (Value) + 1 max 8 method=staffing z=1 window=",
+		"st-z05 forecast-staffing-z0.5+queue 2.951 (Value) + 1 max 8 method=staffing z=0.5 window=",
+		"st-w2m forecast-staffing-w2m+queue 2.951 (Value) + 1 max 8 method=staffing z= window=8s",
+		"st-z1-w2m forecast-staffing-z1-w2m+queue 2.951 (Value) + 1 max 8 method=staffing z=1 window=8s",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("policies (-want +got):\n%s", diff)
+	}
+}
+
+// TestSetUpRefusesForecastWindow: a forecast window the compression makes
+// shorter than the scrape interval is refused before anything is built or
+// started.
+func TestSetUpRefusesForecastWindow(t *testing.T) {
+	bad := forecastPolicy(&metav1.LabelSelector{MatchLabels: map[string]string{catalog.ForecastWindowLabel: "4s"}})
+	e, err := setUp(t.Context(), config{pols: []policy{bad}}, newTiming(15, time.Minute), func(string, ...any) { t.Error("set-up started") })
+	if e != nil || err == nil || !strings.Contains(err.Error(), "shorter than the adapter's scrape interval") {
+		t.Errorf("env %v, %v; want nothing started and the window refused", e, err)
 	}
 }

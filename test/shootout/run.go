@@ -49,7 +49,16 @@ type env struct {
 // setUp builds the binaries, starts the control plane with the compressed
 // HPA sync period, the kubelet stand-in with sim-driven GPUs, the adapter
 // with the compressed scrape settings and a gpu-agent on the sim backend.
+// It first refuses a policy whose forecast window cannot be compressed
+// (checkForecastWindows), before anything starts.
 func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any)) (e *env, err error) {
+	var errs []error
+	for _, p := range cfg.pols {
+		errs = append(errs, checkForecastWindows(p, tm))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -251,6 +260,9 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 		return res, fmt.Errorf("%s: deployment never had %d ready replicas: %w", p.Name, start, err)
 	}
 	if p.isHPA() {
+		if err := checkForecastWindows(p, tm); err != nil {
+			return res, err
+		}
 		res.HPA = hpa(p, deploymentName, int32(cfg.minReplicas), int32(cfg.maxReplicas), tm)
 		if _, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, res.HPA, metav1.CreateOptions{}); err != nil {
 			return res, fmt.Errorf("create HPA: %w", err)
