@@ -61,16 +61,7 @@ func TestScaleFromAndToZero(t *testing.T) {
 
 	// The model: a cold start of zeroLoadTime, Ready when /health answers.
 	const name = "model"
-	selector := labels.SelectorFromSet(map[string]string{"app": name})
-	d := simDeployment(name, 1, "--max-num-seqs=4", "--load-time="+zeroLoadTime.String())
-	d.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
-		HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}}}
-	createSimDeployment(t, e, ns, d, 1)
-	svc, err := framework.StartServiceProxy(func() []string { return e.Kubelet.Endpoints(ns, selector) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
+	model := framework.StartModel(t, e, ns, simDeployment(name, 1, "--max-num-seqs=4", "--load-time="+zeroLoadTime.String()))
 	service := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name},
@@ -82,7 +73,7 @@ func TestScaleFromAndToZero(t *testing.T) {
 
 	// The front door: its pods name the Service in their own namespace.
 	router := framework.SimDeployment("router", 1, []string{"--model=" + simModel, "--shutdown-timeout=1s",
-		"--front-door-backend=" + svc.URL, "--front-door-pool=" + name})
+		"--front-door-backend=" + model.URL, "--front-door-pool=" + name})
 	router.Spec.Template.Annotations = map[string]string{targets.AnnotationFrontDoor: name}
 	routers := createSimDeployment(t, e, ns, router, 1)
 	frontDoorURL := "http://" + routers[0].Status.PodIP + ":8000"
@@ -94,7 +85,7 @@ func TestScaleFromAndToZero(t *testing.T) {
 	hpa.Spec.Metrics = append(hpa.Spec.Metrics, framework.PodsMetric(metricQueue, "5"), framework.PodsMetric(metricBatch, "4"))
 	createHPA(t, e, ns, hpa)
 
-	w := startZeroWatch(t, e, ns, name, selector)
+	w := startZeroWatch(t, e, ns, name, model.Selector)
 
 	// 1 → 0: idle, with every metric present.
 	if err := waitScaledToZero(ctx, e, ns, name); err != nil {

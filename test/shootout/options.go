@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -140,7 +139,7 @@ func parseFlags(args []string, getenv func(string) string, help io.Writer) (cfg 
 		cliflag.PrintSections(help, fss, helpColumns)
 	}
 	if done, err := cli.Parse(fs, args); done || err != nil {
-		return config{}, done, singleDashHint(fs, args, err)
+		return config{}, done, framework.SingleDashHint(fs, args, err)
 	}
 	o.complete(fs)
 	cfg, err = o.config(getenv)
@@ -247,19 +246,4 @@ func (o *options) config(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("--warmup must be at least 0 and shorter than --duration, got %s (duration %s)", cfg.warmup, cfg.duration))
 	}
 	return cfg, errors.Join(errs...)
-}
-
-// singleDashHint adds to a parse error the flag an argument names with one
-// dash, as the shootout's flags were before they took two.
-func singleDashHint(fs *pflag.FlagSet, args []string, err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, a := range args {
-		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && fs.Lookup(name) != nil {
-			return cli.Usage(fmt.Errorf("%w (flags take two dashes: --%s)", err, name))
-		}
-	}
-	return err
 }
