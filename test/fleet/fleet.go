@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +59,9 @@ type fleet struct {
 	values   []atomic.Int64 // the pod's vllm:num_requests_waiting
 	scrapes  []atomic.Int64
 	byIP     map[netip.Addr]int // address -> index into values
+	// conns counts the connections the pods' listeners accepted: with
+	// keep-alive, each pod's first scrape and any reconnection.
+	conns atomic.Int64
 }
 
 func newFleet(from, to int, p page) (*fleet, error) {
@@ -97,7 +101,8 @@ func (f *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // control is the fleet's command port: /set?pod=I&value=V changes pod I's
-// value; /counts returns the scrapes each pod has received so far.
+// value; /counts returns the scrapes each pod has received so far; /conns
+// the connections its pods accepted so far.
 func (f *fleet) control() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/set", func(w http.ResponseWriter, r *http.Request) {
@@ -117,26 +122,54 @@ func (f *fleet) control() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	})
+	mux.HandleFunc("/conns", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(f.conns.Load())
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {})
 	return mux
 }
 
-// serveFleet is the child process: it listens on every pod's address and
-// on controlAddr, and serves until ctx ends.
-func serveFleet(ctx context.Context, from, to int, pagePath, controlAddr string) error {
-	b, err := os.ReadFile(pagePath)
+// serveTLS is the fake pods' TLS configuration with the certificate in
+// certFile and keyFile: HTTP/1.1 (the scraper's protocol), session
+// tickets on (the Go server's default, shared by the pods of one child).
+func serveTLS(certFile, keyFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load the pods' serving certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// serveFleet is the child process: it listens on every pod's address
+// (over TLS when c names a certificate) and on c.control, and serves until
+// ctx ends.
+func serveFleet(ctx context.Context, c childOptions) error {
+	from, to := c.from, c.to
+	b, err := os.ReadFile(c.page)
 	if err != nil {
 		return fmt.Errorf("read page: %w", err)
 	}
 	p, err := splitPage(b)
 	if err != nil {
-		return fmt.Errorf("%s: %w", pagePath, err)
+		return fmt.Errorf("%s: %w", c.page, err)
 	}
 	f, err := newFleet(from, to, p)
 	if err != nil {
 		return err
 	}
-	pods := &http.Server{Handler: f, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Minute}
+	var tlsConfig *tls.Config
+	if c.certFile != "" {
+		if tlsConfig, err = serveTLS(c.certFile, c.keyFile); err != nil {
+			return err
+		}
+	}
+	pods := &http.Server{Handler: f, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Minute,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				f.conns.Add(1)
+			}
+		}}
 	ctl := &http.Server{Handler: f.control(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, to-from+1)
 	for i := from; i < to; i++ {
@@ -145,15 +178,19 @@ func serveFleet(ctx context.Context, from, to int, pagePath, controlAddr string)
 			_ = pods.Close()
 			return fmt.Errorf("listen for pod %d (raise the open-file limit or use more --procs): %w", i, err)
 		}
+		if tlsConfig != nil {
+			l = tls.NewListener(l, tlsConfig)
+		}
 		go func() { errc <- pods.Serve(l) }()
 	}
+	controlAddr := c.control
 	cl, err := net.Listen("tcp", controlAddr)
 	if err != nil {
 		_ = pods.Close()
 		return fmt.Errorf("listen for commands on %s: %w", controlAddr, err)
 	}
 	go func() { errc <- ctl.Serve(cl) }()
-	klog.InfoS("fleet: serving", "from", from, "to", to, "control", controlAddr)
+	klog.InfoS("fleet: serving", "from", from, "to", to, "control", controlAddr, "tls", tlsConfig != nil)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -207,6 +244,19 @@ func (fs fleets) set(ctx context.Context, pod int, value int64) error {
 		}
 	}
 	return fmt.Errorf("no fleet serves pod %d", pod)
+}
+
+// conns returns the connections every child's pods have accepted so far.
+func (fs fleets) conns(ctx context.Context) (int64, error) {
+	var all int64
+	for _, c := range fs {
+		var n int64
+		if err := c.get(ctx, "/conns", &n); err != nil {
+			return 0, err
+		}
+		all += n
+	}
+	return all, nil
 }
 
 // counts returns the scrapes each pod has received, in pod order.

@@ -70,7 +70,7 @@ func command(ctx context.Context, args []string, binDir string, stdout io.Writer
 		return framework.SingleDashHint(fs, args, err)
 	}
 	if o.isChild() {
-		return serveFleet(ctx, o.child.from, o.child.to, o.child.page, o.child.control)
+		return serveFleet(ctx, o.child)
 	}
 	return run(ctx, *o, stdout)
 }

@@ -317,7 +317,12 @@ type results struct {
 	missed    int // trials whose change never showed within the bound
 	// covered is the most pods one answer held while waiting for all.
 	covered int
-	latency []latencyRun
+	// quietCounts is what the adapter's own counters say it scraped, and
+	// failed to, in the quiet window; quietConns the connections the
+	// fleet's pods accepted in it (none when every connection is kept).
+	quietCounts scrapeCounts
+	quietConns  int64
+	latency     []latencyRun
 }
 
 // measure waits until every pod has a value, then measures the quiet
@@ -350,6 +355,14 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 	sleep(ctx, 3*o.interval)
 
 	say("quiet window: %s without questions", o.quiet)
+	countsA, err := e.scrapeCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	connsA, err := e.fleet.conns(ctx)
+	if err != nil {
+		return nil, err
+	}
 	a, err := e.snapshot(ctx)
 	if err != nil {
 		return nil, err
@@ -364,6 +377,15 @@ func measure(ctx context.Context, e *env, o options, say func(string, ...any)) (
 		return nil, err
 	}
 	r.quiet = since(a, b)
+	countsB, err := e.scrapeCounts(ctx)
+	if err != nil {
+		return r, err
+	}
+	connsB, err := e.fleet.conns(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.quietCounts, r.quietConns = countsB.minus(countsA), connsB-connsA
 	if r.mem, err = readMemory(e.adapter.Process.PID()); err != nil {
 		return r, err
 	}
@@ -573,7 +595,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float
 func (r *results) print(w io.Writer, o options) {
 	q := r.quiet
 	scrapes := q.totalScrapes()
-	fmt.Fprintf(w, "\n### %d pods, --scrape-interval=%s (--max-age=%s)\n\n", o.pods, o.interval, 3*o.interval)
+	fmt.Fprintf(w, "\n### %d pods over %s, --scrape-interval=%s (--max-age=%s)\n\n", o.pods, strings.ToUpper(o.scrapeScheme), o.interval, 3*o.interval)
 	fmt.Fprintf(w, "%d CPUs; load average (1, 5, 15 min) at the end: %s; %d fake-fleet process(es)\n\n", runtime.NumCPU(), loadAverage(), o.procs)
 	fmt.Fprintln(w, "| measure | value |")
 	fmt.Fprintln(w, "|---|---|")
@@ -591,6 +613,8 @@ func (r *results) print(w io.Writer, o options) {
 			msPrecise(q.perScrape(roleFleet)), q.cores(roleFleet))
 	}
 	if q.window > 0 {
+		fmt.Fprintf(w, "| the adapter's scrapes in the quiet window (its scrapes_total, scrape_failures_total) | %s |\n", r.quietCounts)
+		fmt.Fprintf(w, "| connections the fake pods accepted in the quiet window (%s; 0 when every connection is kept) | %d |\n", o.scrapeScheme, r.quietConns)
 		fmt.Fprintf(w, "| busy share of the cores in the quiet window (every process measured) | %.0f%% |\n", 100*q.busyShare())
 		fmt.Fprintf(w, "| CPU stolen by the hypervisor (quiet window; /proc/stat steal) | %s of the cores' time |\n", stolenShare(q.stolen, q.window))
 	}

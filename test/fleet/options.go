@@ -24,6 +24,12 @@ const helpHeader = `Usage: go run ./test/fleet [flags]   (or: make fleet FLEET_F
 Benchmarks the adapter against a fleet of fake vLLM pods through the real aggregator: freshness, CPU per pod-scrape, RSS and answer latency. Needs IMA_E2E_BIN, the directory test/tools/build.sh prints (make fleet sets it). See docs/performance.md#fleet-benchmark.
 `
 
+// The schemes of --scrape-scheme.
+const (
+	schemeHTTP  = "http"
+	schemeHTTPS = "https"
+)
+
 // podsPerProc is how many pods one fake-fleet process serves when --procs
 // is 0: each pod takes a listener and one or two keep-alive connections,
 // and these machines allow 20,000 open files per process.
@@ -67,6 +73,10 @@ type options struct {
 	// enforceMemoryLimit runs the adapter in a memory cgroup limited to
 	// memoryLimit, as the kubelet runs a container (cgroup.go).
 	enforceMemoryLimit bool
+	// scrapeScheme is how the adapter scrapes the fleet's pages: http, or
+	// https (a test CA's certificate, the pods annotated
+	// prometheus.io/scheme: https, the adapter given --scrape-ca-file).
+	scrapeScheme string
 	// child, when its from is set, makes this process a fake-fleet child.
 	child childOptions
 }
@@ -77,6 +87,9 @@ type options struct {
 type childOptions struct {
 	from, to      int
 	page, control string
+	// certFile and keyFile, when set, make the child serve the pods'
+	// pages over TLS with that certificate.
+	certFile, keyFile string
 }
 
 // newOptions returns the defaults, with binDir, the control-plane binaries'
@@ -85,7 +98,7 @@ func newOptions(binDir string) *options {
 	return &options{
 		binDir: binDir, pods: 1000, interval: time.Second, trials: 20,
 		clientsFlag: "1,10,50", questionsFlag: "list,sum,floor,direct", encodingsFlag: "json,protobuf",
-		quiet: 20 * time.Second, loadDuration: 10 * time.Second,
+		quiet: 20 * time.Second, loadDuration: 10 * time.Second, scrapeScheme: schemeHTTP,
 		child: childOptions{from: -1, to: -1},
 	}
 }
@@ -96,6 +109,7 @@ func (o *options) flags() cliflag.NamedFlagSets {
 	fleet := fss.FlagSet("fleet")
 	fleet.IntVar(&o.pods, "pods", o.pods, "Fake pods in the fleet, 1..62500.")
 	fleet.IntVar(&o.procs, "procs", o.procs, fmt.Sprintf("Fake-fleet processes serving the pods (0: one per %d pods).", podsPerProc))
+	fleet.StringVar(&o.scrapeScheme, "scrape-scheme", o.scrapeScheme, "How the adapter scrapes the pods: http, or https (the fleet serves TLS with a certificate of a test CA for the pods' DNS names, keep-alive and session tickets on; the pods are annotated prometheus.io/scheme: https and the adapter verifies against the CA with --scrape-ca-file).")
 
 	adapter := fss.FlagSet("adapter")
 	adapter.DurationVar(&o.interval, "interval", o.interval, "The adapter's --scrape-interval (its --max-age is 3 times it), at least 100ms.")
@@ -129,7 +143,9 @@ func (o *options) flagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
 	fs.IntVar(&o.child.to, "serve-to", o.child.to, "internal: serve pods up to this index, exclusive (child process)")
 	fs.StringVar(&o.child.page, "serve-page", o.child.page, "internal: the page file (child process)")
 	fs.StringVar(&o.child.control, "serve-control", o.child.control, "internal: the command address (child process)")
-	for _, name := range []string{"serve-from", "serve-to", "serve-page", "serve-control"} {
+	fs.StringVar(&o.child.certFile, "serve-cert", o.child.certFile, "internal: serve TLS with this certificate (child process)")
+	fs.StringVar(&o.child.keyFile, "serve-key", o.child.keyFile, "internal: the key of --serve-cert (child process)")
+	for _, name := range []string{"serve-from", "serve-to", "serve-page", "serve-control", "serve-cert", "serve-key"} {
 		_ = fs.MarkHidden(name) // the flags were just defined
 	}
 	return fs
@@ -211,6 +227,9 @@ func (o *options) validate() error {
 			errs = append(errs, fmt.Errorf("--memory-limit %q is not a positive quantity such as 200Mi", o.memoryLimit))
 		}
 		o.memoryLimitBytes = q.Value()
+	}
+	if o.scrapeScheme != schemeHTTP && o.scrapeScheme != schemeHTTPS {
+		errs = append(errs, fmt.Errorf("--scrape-scheme must be %s or %s, got %q", schemeHTTP, schemeHTTPS, o.scrapeScheme))
 	}
 	if o.enforceMemoryLimit && o.memoryLimit == "" {
 		errs = append(errs, errors.New("--enforce-memory-limit needs --memory-limit"))

@@ -27,7 +27,7 @@ func TestOptions(t *testing.T) {
 		{Name: "every flag", Args: []string{"--pods=100", "--procs=2", "--interval=2s", "--adapter-args=--answer-cache-ttl=0 --v=2",
 			"--adapter-env=GOGC=50", "--memory-limit=200Mi", "--enforce-memory-limit", "--trials=3", "--quiet=5s",
 			"--clients=1,10", "--questions=list,direct", "--encodings=protobuf", "--load-duration=2s", "--pace=100ms",
-			"--profile=/tmp/p", "--keep"}},
+			"--profile=/tmp/p", "--keep", "--scrape-scheme=https"}},
 		{Name: "too many pods", Args: []string{"--pods", "62501"}, WantErr: "--pods must be in 1..62500, got 62501"},
 		{Name: "no pods", Args: []string{"--pods", "0"}, WantErr: "--pods must be in 1..62500"},
 		{Name: "fast interval", Args: []string{"--interval", "50ms"}, WantErr: "--interval must be at least 100ms"},
@@ -40,6 +40,7 @@ func TestOptions(t *testing.T) {
 		{Name: "bad encoding", Args: []string{"--encodings", "yaml"}, WantErr: `--encodings: "yaml" is not one of`},
 		{Name: "bad adapter env", Args: []string{"--adapter-env", "GOGC"}, WantErr: `--adapter-env: "GOGC" is not KEY=VALUE`},
 		{Name: "bad memory limit", Args: []string{"--memory-limit", "lots"}, WantErr: `--memory-limit "lots" is not a positive quantity`},
+		{Name: "bad scrape scheme", Args: []string{"--scrape-scheme", "tls"}, WantErr: `--scrape-scheme must be http or https, got "tls"`},
 		{Name: "cgroup without a limit", Args: []string{"--enforce-memory-limit"}, WantErr: "--enforce-memory-limit needs --memory-limit"},
 	}, func() (*pflag.FlagSet, func() error) {
 		o := newOptions("/bin")

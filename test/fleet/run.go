@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/targets"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
@@ -57,6 +58,43 @@ type env struct {
 	decoder *answerDecoder
 	// cgroup holds the adapter with --enforce-memory-limit; nil otherwise.
 	cgroup *memCgroup
+	// pki is the pods' serving certificate and its CA with
+	// --scrape-scheme=https; nil otherwise.
+	pki *podPKI
+}
+
+// podPKI is what an https fleet is served and verified with: a test CA
+// (the adapter's --scrape-ca-file) and one serving certificate, for
+// *.fleet.pod, that every fake pod presents.
+type podPKI struct {
+	caFile, certFile, keyFile string
+}
+
+// podServerName is the name the serving certificate is issued for: the
+// wildcard over the pods' DNS names <ip with dashes>.fleet.pod, the name
+// the adapter verifies an https pod's certificate for when the pod does
+// not set inference-metrics-adapter/tls-server-name.
+const podServerName = "*." + namespace + ".pod"
+
+// newPodPKI makes a test CA and the pods' serving certificate and writes
+// them to dir.
+func newPodPKI(dir string) (*podPKI, error) {
+	ca, err := framework.NewCA("fleet-pod-ca")
+	if err != nil {
+		return nil, err
+	}
+	caFile, err := ca.WriteCA(dir, "fleet-pod-ca")
+	if err != nil {
+		return nil, err
+	}
+	kp, err := ca.Issue(framework.CertSpec{CommonName: "fleet-pods", DNSNames: []string{podServerName}, Server: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := kp.Write(dir, "fleet-pods"); err != nil {
+		return nil, err
+	}
+	return &podPKI{caFile: caFile, certFile: kp.CertFile, keyFile: kp.KeyFile}, nil
 }
 
 // run sets everything up, measures, prints the table and tears down.
@@ -119,16 +157,29 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 	if e.decoder, err = newAnswerDecoder(); err != nil {
 		return err
 	}
-	say("starting %d fake-fleet process(es) serving %d pods on 127.2.x.y:%d", o.procs, o.pods, pagePort)
+	if o.scrapeScheme == schemeHTTPS {
+		if e.pki, err = newPodPKI(e.run.Dir); err != nil {
+			return fmt.Errorf("the pods' certificates: %w", err)
+		}
+	}
+	say("starting %d fake-fleet process(es) serving %d pods on 127.2.x.y:%d over %s", o.procs, o.pods, pagePort, o.scrapeScheme)
 	if err := e.startFleet(ctx, o, filepath.Join(root, "pkg", "adapter", "parse", "testdata", "vllm-v1.prom")); err != nil {
 		return err
 	}
 	say("creating %d pods in namespace %s", o.pods, namespace)
-	if err := e.createPods(ctx, o.pods); err != nil {
+	if err := e.createPods(ctx, o.pods, o.podAnnotations()); err != nil {
 		return err
 	}
 	timeout := min(3*time.Second, o.interval*8/10)
-	say("starting the adapter (--scrape-interval=%s --scrape-timeout=%s --max-age=%s %s)", o.interval, timeout, 3*o.interval, strings.Join(o.adapterArgs, " "))
+	args := []string{
+		"--scrape-interval=" + o.interval.String(),
+		"--scrape-timeout=" + timeout.String(),
+		"--max-age=" + (3 * o.interval).String(),
+	}
+	if e.pki != nil {
+		args = append(args, "--scrape-ca-file="+e.pki.caFile)
+	}
+	say("starting the adapter (%s %s)", strings.Join(args, " "), strings.Join(o.adapterArgs, " "))
 	e.adapter, err = framework.StartAdapter(ctx, e.cp, framework.AdapterConfig{
 		Binary:    adapterBin,
 		Namespace: framework.AdapterNamespace,
@@ -137,13 +188,10 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 		// The latency runs also ask the sum over the N pods, an external
 		// metric.
 		EnableExternalMetrics: true,
-		Args: append([]string{
-			"--scrape-interval=" + o.interval.String(),
-			"--scrape-timeout=" + timeout.String(),
-			"--max-age=" + (3 * o.interval).String(),
+		Args: slices.Concat(args, []string{
 			"--gpu-agent-namespace=" + framework.AdapterNamespace,
 			"--shutdown-delay=0s",
-		}, o.adapterArgs...),
+		}, o.adapterArgs),
 	})
 	if err != nil {
 		return fmt.Errorf("start adapter: %w", err)
@@ -211,9 +259,13 @@ func (e *env) startFleet(ctx context.Context, o options, pagePath string) error 
 			return err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		p, err := framework.StartProcess(fmt.Sprintf("fleet-%d", k), e.cp.LogDir, self, []string{
+		args := []string{
 			"--serve-from=" + strconv.Itoa(from), "--serve-to=" + strconv.Itoa(to),
-			"--serve-page=" + pagePath, "--serve-control=" + addr}, nil)
+			"--serve-page=" + pagePath, "--serve-control=" + addr}
+		if e.pki != nil {
+			args = append(args, "--serve-cert="+e.pki.certFile, "--serve-key="+e.pki.keyFile)
+		}
+		p, err := framework.StartProcess(fmt.Sprintf("fleet-%d", k), e.cp.LogDir, self, args, nil)
 		if err != nil {
 			return err
 		}
@@ -233,9 +285,10 @@ func (e *env) startFleet(ctx context.Context, o options, pagePath string) error 
 	return nil
 }
 
-// createPods creates n pods labelled app=fleet and reports each Running
-// and Ready at its fake address, as a kubelet would.
-func (e *env) createPods(ctx context.Context, n int) error {
+// createPods creates n pods labelled app=fleet, annotated with
+// annotations, and reports each Running and Ready at its fake address, as
+// a kubelet would.
+func (e *env) createPods(ctx context.Context, n int, annotations map[string]string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", namespace, err)
@@ -250,7 +303,7 @@ func (e *env) createPods(ctx context.Context, n int) error {
 		wg.Go(func() {
 			for i := range next {
 				if errs[w] == nil {
-					errs[w] = e.createPod(ctx, i)
+					errs[w] = e.createPod(ctx, i, annotations)
 				}
 			}
 		})
@@ -263,10 +316,10 @@ func (e *env) createPods(ctx context.Context, n int) error {
 	return errors.Join(errs...)
 }
 
-func (e *env) createPod(ctx context.Context, i int) error {
+func (e *env) createPod(ctx context.Context, i int, annotations map[string]string) error {
 	pods := e.client.CoreV1().Pods(namespace)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: podName(i), Labels: map[string]string{"app": appLabel}},
+		ObjectMeta: metav1.ObjectMeta{Name: podName(i), Labels: map[string]string{"app": appLabel}, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: new(false),
 			Containers: []corev1.Container{{
@@ -306,6 +359,16 @@ func (e *env) teardown(say func(string, ...any)) error {
 		errs = append(errs, e.cgroup.remove())
 	}
 	return errors.Join(errs...)
+}
+
+// podAnnotations are the fake pods' annotations: with --scrape-scheme=https,
+// prometheus.io/scheme: https (their server name is the default, the pod's
+// DNS name, which the serving certificate's wildcard covers).
+func (o options) podAnnotations() map[string]string {
+	if o.scrapeScheme != schemeHTTPS {
+		return nil
+	}
+	return map[string]string{targets.AnnotationScheme: targets.SchemeHTTPS}
 }
 
 // adapterEnv is the adapter's environment beyond this tool's own.
