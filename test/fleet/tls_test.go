@@ -154,6 +154,12 @@ func TestHTTPSFleetScrapedByTheAdaptersScraper(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- m.Run(ctx) }()
+		stop := func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
 		const scrapes = 5
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -161,24 +167,19 @@ func TestHTTPSFleetScrapedByTheAdaptersScraper(t *testing.T) {
 			ok, errs := sink.ok, append([]error(nil), sink.errs...)
 			sink.mu.Unlock()
 			if len(errs) > 0 {
-				cancel()
-				<-done
+				stop()
 				t.Fatalf("a scrape failed: %v", errs)
 			}
 			if ok >= scrapes {
 				break
 			}
 			if time.Now().After(deadline) {
-				cancel()
-				<-done
+				stop()
 				t.Fatalf("%d scrapes in 10 s, want %d", ok, scrapes)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 		if n := f.conns.Load() - conns0; n != 1 {
 			t.Errorf("%d connections for %d scrapes or more, want 1 kept", n, scrapes)
 		}
