@@ -20,32 +20,43 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/test/e2e/framework"
 )
 
-// TestLeaderWorkerSetHPA: with the LeaderWorkerSet CRD installed in the
-// real control plane, an adapter started with --leader-worker-sets serves
-// inference_demand_per_replica on a LeaderWorkerSet, counting groups (a
-// leader and a worker each, created here as the LWS controller would), and
-// kube-controller-manager's HPA on that Object metric scales the LWS
+// TestLeaderWorkerSetHPA: an adapter started with --leader-worker-sets
+// before the LeaderWorkerSet CRD exists in the real control plane becomes
+// ready, answers a LeaderWorkerSet question with a 404 saying the CRD is
+// not served yet, and, once the CRD is installed, serves LeaderWorkerSets
+// within its --leader-worker-sets-recheck (2s here) without a restart. It
+// serves inference_demand_per_replica on a LeaderWorkerSet, counting groups
+// (a leader and a worker each, created here as the LWS controller would),
+// and kube-controller-manager's HPA on that Object metric scales the LWS
 // through its scale subresource while the load on the leaders exceeds one
-// group's capacity. It swaps the custom metrics APIService to its own
-// adapter, so it does not run in parallel.
+// group's capacity, and back down to minReplicas once the load is gone
+// (with a short scale-down window). It swaps the custom metrics APIService
+// to its own adapter, so it does not run in parallel.
 func TestLeaderWorkerSetHPA(t *testing.T) {
 	e := requireEnv(t, framework.ComponentSim, framework.ComponentAdapter)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	checkLWSAbsent(ctx, t, e)
 	crd, err := os.ReadFile(filepath.Join("testdata", "leaderworkerset-crd.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	const recheck = 2 * time.Second
+	_, err = e.ControlPlane.Client.Discovery().ServerResourcesForGroupVersion(framework.LWSGVR.GroupVersion().String())
+	absent := err != nil
+	a := startLWSAdapter(ctx, t, e, "-lws", "--leader-worker-sets-recheck="+recheck.String())
+	if absent {
+		checkLWSInstalledLater(ctx, t, e, a, crd, recheck)
+	} else {
+		t.Logf("the LeaderWorkerSet CRD is already installed (an earlier run in this control plane): the check of installing it after the adapter started is left out")
+	}
 	if err := framework.InstallCRD(ctx, e.ControlPlane, crd); err != nil {
 		t.Fatal(err)
 	}
-	// Started after the CRD: the adapter looks for it once, at start.
-	a := startLWSAdapter(ctx, t, e, "-lws")
 	restore, err := a.ServeCustomMetrics(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -175,17 +186,134 @@ func TestLeaderWorkerSetHPA(t *testing.T) {
 		t.Errorf("under load %s answered %s (%v); want one value above 0", path, body, err)
 	}
 	t.Logf("loaded, %d groups: %s", peak, body)
+
+	// Scale-down: the load goes away and the scale-down window becomes 5s;
+	// the HPA must bring spec.replicas back to minReplicas (1), reading the
+	// metric below its target.
+	l.stop()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		h, err := e.ControlPlane.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		h.Spec.Behavior = framework.QuickBehavior(5, autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 5})
+		_, err = e.ControlPlane.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Update(ctx, h, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("shorten the HPA's scale-down window: %v", err)
+	}
+	downFrom := time.Now()
+	var replicas int64
+	hpaMetric = ""
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := e.ControlPlane.Dynamic.Resource(framework.LWSGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		replicas, _, _ = unstructured.NestedInt64(got.Object, "spec", "replicas")
+		h, err := e.ControlPlane.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		below := false
+		if len(h.Status.CurrentMetrics) > 0 && h.Status.CurrentMetrics[0].Object != nil && h.Status.CurrentMetrics[0].Object.Current.Value != nil {
+			v := h.Status.CurrentMetrics[0].Object.Current.Value
+			hpaMetric = v.String()
+			below = v.Cmp(target) < 0
+		}
+		return replicas == 1 && below, nil
+	})
+	if err != nil {
+		h, _ := e.ControlPlane.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+		js, _ := json.Marshal(h.Status)
+		t.Fatalf("without load the HPA did not scale the LeaderWorkerSet down from %d to 1 group (spec.replicas %d, metric %q, target %s): %v; HPA status %s", peak, replicas, hpaMetric, target.String(), err, js)
+	}
+	body, err = e.ControlPlane.Client.CoreV1().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	list.Items = nil
+	if err := json.Unmarshal(body, &list); err != nil || len(list.Items) != 1 || list.Items[0].Value.Cmp(target) >= 0 {
+		t.Errorf("unloaded %s answered %s (%v); want one value below the target %s", path, body, err, target.String())
+	}
+	t.Logf("unloaded: the HPA scaled the LeaderWorkerSet from %d groups to %d in %s, its metric reading %s (target %s); the adapter answers %s", peak, replicas, time.Since(downFrom).Round(time.Second), hpaMetric, target.String(), body)
 }
 
-// startLWSAdapter starts an adapter with --leader-worker-sets, registered
-// under no APIService, stopped when t ends.
-func startLWSAdapter(ctx context.Context, t *testing.T, e *framework.Environment, suffix string) *framework.Adapter {
+// checkLWSInstalledLater: an adapter started with --leader-worker-sets
+// while the LeaderWorkerSet CRD is not installed becomes ready (it watches
+// nothing it cannot), answers a LeaderWorkerSet question with a 404 that
+// says the CRD is not served yet and when it looks again (no restart
+// advice), and logs no failed watch of them; after the CRD is installed
+// (crd), the same adapter watches LeaderWorkerSets within recheck plus
+// slack: a question about one no longer says they are not watched.
+func checkLWSInstalledLater(ctx context.Context, t *testing.T, e *framework.Environment, a *framework.Adapter, crd []byte, recheck time.Duration) {
+	t.Helper()
+	c, err := a.HTTPClient(e.ControlPlane.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := e.Namespace(t)
+	url := a.URL() + "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/leaderworkersets.leaderworkerset.x-k8s.io/m/" + metricDemandPerReplica
+	ask := func() (int, string) {
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	code, body := ask()
+	if want := "CRD is not served by the API server"; code != 404 || !strings.Contains(body, want) || !strings.Contains(body, "checks again every "+recheck.String()) || strings.Contains(strings.ToLower(body), "restart") {
+		t.Errorf("without the CRD: %s answered %d %s; want a 404 that says %q and that the adapter checks again every %s, without restart advice", url, code, body, want, recheck)
+	}
+	t.Logf("without the CRD: %d %s", code, body)
+	resp, err := c.Get(a.URL() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("without the CRD the adapter's /readyz answers %d", resp.StatusCode)
+	}
+	if strings.Contains(a.Process.Tail(200), "leaderworkersets") && strings.Contains(a.Process.Tail(200), "Failed to watch") {
+		t.Errorf("without the CRD the adapter tries to watch LeaderWorkerSets:\n%s", a.Process.Tail(40))
+	}
+
+	if err := framework.InstallCRD(ctx, e.ControlPlane, crd); err != nil {
+		t.Fatal(err)
+	}
+	installed := time.Now()
+	limit := recheck + 10*time.Second // a check, the access reviews, the informer's sync
+	for {
+		code, body = ask()
+		if !strings.Contains(body, "not watched") {
+			break
+		}
+		if time.Since(installed) > limit {
+			t.Fatalf("%s after the CRD was installed the adapter still answers %d %s; want LeaderWorkerSets watched within %s (--leader-worker-sets-recheck %s)", limit, code, body, limit, recheck)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// No such LeaderWorkerSet yet: a 404 that says so, from the informer.
+	if code != 404 || !strings.Contains(body, "not found") {
+		t.Errorf("with the CRD installed: %s answered %d %s; want a 404 that LeaderWorkerSet m is not found", url, code, body)
+	}
+	if !strings.Contains(a.Process.Tail(400), "Watching LeaderWorkerSets") {
+		t.Errorf("the adapter's log does not say it watches LeaderWorkerSets:\n%s", a.Process.Tail(40))
+	}
+	t.Logf("CRD installed after the adapter started: LeaderWorkerSets watched %s later (recheck %s); %d %s", time.Since(installed).Round(100*time.Millisecond), recheck, code, body)
+}
+
+// startLWSAdapter starts an adapter with --leader-worker-sets and extra
+// flags, registered under no APIService, stopped when t ends.
+func startLWSAdapter(ctx context.Context, t *testing.T, e *framework.Environment, suffix string, extra ...string) *framework.Adapter {
 	t.Helper()
 	a, err := framework.StartAdapter(ctx, e.ControlPlane, framework.AdapterConfig{
 		Binary:            e.Adapter.Config().Binary,
 		Namespace:         framework.AdapterNamespace,
 		Service:           framework.AdapterService + suffix,
-		Args:              append(framework.AdapterArgs(), "--leader-worker-sets"),
+		Args:              append(append(framework.AdapterArgs(), "--leader-worker-sets"), extra...),
 		SkipCustomMetrics: true,
 	})
 	if err != nil {
@@ -199,45 +327,4 @@ func startLWSAdapter(ctx context.Context, t *testing.T, e *framework.Environment
 		}
 	})
 	return a
-}
-
-// checkLWSAbsent: an adapter started with --leader-worker-sets while the
-// LeaderWorkerSet CRD is not installed becomes ready (it watches nothing
-// it cannot), answers a LeaderWorkerSet question with a 404 that says the
-// CRD was not installed, and logs no failed watch of them. Skipped
-// when an earlier run installed the CRD in this control plane.
-func checkLWSAbsent(ctx context.Context, t *testing.T, e *framework.Environment) {
-	t.Helper()
-	if _, err := e.ControlPlane.Client.Discovery().ServerResourcesForGroupVersion(framework.LWSGVR.GroupVersion().String()); err == nil {
-		t.Logf("the LeaderWorkerSet CRD is already installed: the check without it is left out")
-		return
-	}
-	a := startLWSAdapter(ctx, t, e, "-lws-absent") // StartAdapter waits for /readyz
-	c, err := a.HTTPClient(e.ControlPlane.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := e.Namespace(t)
-	url := a.URL() + "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/leaderworkersets.leaderworkerset.x-k8s.io/m/" + metricDemandPerReplica
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 404 || !strings.Contains(string(body), "the LeaderWorkerSet CRD was not installed when the adapter started") {
-		t.Errorf("without the CRD: %s answered %d %s; want a 404 that says the CRD is not installed", url, resp.StatusCode, body)
-	}
-	resp, err = c.Get(a.URL() + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("without the CRD the adapter's /readyz answers %d", resp.StatusCode)
-	}
-	if strings.Contains(a.Process.Tail(200), "leaderworkersets") && strings.Contains(a.Process.Tail(200), "Failed to watch") {
-		t.Errorf("without the CRD the adapter tries to watch LeaderWorkerSets:\n%s", a.Process.Tail(40))
-	}
-	t.Logf("without the CRD: %d %s", 404, strings.TrimSpace(string(body)))
 }

@@ -61,8 +61,26 @@ type LeaderWorkerSetLister interface {
 }
 
 // errLWSNotWatched is why a LeaderWorkerSet question has no answer when the
-// adapter does not watch them.
-var errLWSNotWatched = errors.New("leaderworkersets.leaderworkerset.x-k8s.io are not watched by this adapter: either the LeaderWorkerSet CRD was not installed when the adapter started (restart it after installing the CRD), it runs without --leader-worker-sets (the chart's leaderWorkerSet.enabled), or it may not list and watch them (the adapter's log says which)")
+// adapter runs without --leader-worker-sets (no lister).
+var errLWSNotWatched = errors.New("leaderworkersets.leaderworkerset.x-k8s.io are not watched by this adapter: it runs without --leader-worker-sets (the chart's leaderWorkerSet.enabled)")
+
+// LeaderWorkerSetsNotWatchedError is what a LeaderWorkerSetLister returns
+// while it reads no LeaderWorkerSets yet (their CRD is not served, or the
+// adapter may not list and watch them): the provider answers the question
+// 404 with its Reason.
+type LeaderWorkerSetsNotWatchedError struct{ Reason string }
+
+func (e *LeaderWorkerSetsNotWatchedError) Error() string {
+	return "leaderworkersets.leaderworkerset.x-k8s.io are not watched yet: " + e.Reason
+}
+
+// Is makes a LeaderWorkerSetsNotWatchedError an errLWSNotWatched, so that
+// every path that answers that with a 404 answers this too.
+func (e *LeaderWorkerSetsNotWatchedError) Is(target error) bool { return target == errLWSNotWatched }
+
+// lwsNotWatched reports whether err says that no LeaderWorkerSets are
+// watched (yet): a 404 with its text, not an internal error.
+func lwsNotWatched(err error) bool { return errors.Is(err, errLWSNotWatched) }
 
 // servingIndex is the worker index of an LWS's serving pods.
 func servingIndex(l *LeaderWorkerSet) (string, error) {
@@ -102,6 +120,9 @@ func (p *Provider) lwsServingSelector(name types.NamespacedName) (labels.Selecto
 		return nil, errLWSNotWatched
 	}
 	l, err := p.list.LeaderWorkerSets.Get(name.Namespace, name.Name)
+	if lwsNotWatched(err) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("leaderworkerset %s/%s: %w", name.Namespace, name.Name, err)
 	}
@@ -165,6 +186,9 @@ func (p *Provider) lwsNames(namespace string, selector labels.Selector) ([]strin
 		return nil, errLWSNotWatched
 	}
 	ls, err := p.list.LeaderWorkerSets.List(namespace, selector)
+	if lwsNotWatched(err) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing leaderworkersets from cache: %w", err)
 	}

@@ -55,7 +55,7 @@ func lwsPod(name, lws string, g, w int, running, ready bool) *corev1.Pod {
 }
 
 // lwsServer serves a provider over pods and lwss (nil: not watched).
-func lwsServer(t *testing.T, now time.Time, st *store.Store, pods []*corev1.Pod, lwss fakeLWSs) (*Provider, func(path string) (int, string)) {
+func lwsServer(t *testing.T, now time.Time, st *store.Store, pods []*corev1.Pod, lwss LeaderWorkerSetLister) (*Provider, func(path string) (int, string)) {
 	t.Helper()
 	pi := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range pods {
@@ -172,25 +172,51 @@ func TestLeaderWorkerSetGroups(t *testing.T) {
 	}
 }
 
-// TestLeaderWorkerSetNotWatched: without the CRD (no lister), every
+// notYetLWSs is a LeaderWorkerSetLister that reads none yet (the server's
+// lister before the CRD is served).
+type notYetLWSs struct{ reason string }
+
+func (n notYetLWSs) Get(string, string) (*LeaderWorkerSet, error) {
+	return nil, &LeaderWorkerSetsNotWatchedError{Reason: n.reason}
+}
+
+func (n notYetLWSs) List(string, labels.Selector) ([]*LeaderWorkerSet, error) {
+	return nil, &LeaderWorkerSetsNotWatchedError{Reason: n.reason}
+}
+
+// TestLeaderWorkerSetNotWatched: without --leader-worker-sets (no lister),
+// or with a lister that reads none yet (the CRD not served), every
 // LeaderWorkerSet question is a 404 that says why, and discovery does not
-// list them; with it, discovery does.
+// list them without a lister; with one, discovery does.
 func TestLeaderWorkerSetNotWatched(t *testing.T) {
 	now := time.Now()
 	pods := []*corev1.Pod{lwsPod("a-0", "a", 0, 0, true, true)}
-	_, get := lwsServer(t, now, store.New(), pods, nil)
-	for _, path := range []string{
+	paths := []string{
 		inNS + "leaderworkersets.leaderworkerset.x-k8s.io/a/" + catalog.DemandPerReplica,
 		inNS + "leaderworkersets.leaderworkerset.x-k8s.io/a/" + catalog.DemandForecastPerReplica,
 		inNS + "leaderworkersets.leaderworkerset.x-k8s.io/a/inference_queue_size",
 		inNS + "leaderworkersets.leaderworkerset.x-k8s.io/*/inference_queue_size?labelSelector=tier%3Dgpu",
 		inNS + "leaderworkersets.leaderworkerset.x-k8s.io/*/" + catalog.DemandPerReplica + "?labelSelector=tier%3Dgpu",
-	} {
-		code, body := get(path)
-		if code != 404 || !strings.Contains(body, "LeaderWorkerSet CRD was not installed when the adapter started") {
-			t.Errorf("%s: status %d, body %s; want a 404 that says the CRD is not watched", path, code, body)
-		}
 	}
+	for _, tc := range []struct {
+		name string
+		lwss LeaderWorkerSetLister
+		want string
+	}{
+		{"without --leader-worker-sets", nil, "it runs without --leader-worker-sets"},
+		{"CRD not served yet", notYetLWSs{"their CRD is not served yet; the adapter checks again every 30s"}, "are not watched yet: their CRD is not served yet; the adapter checks again every 30s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, get := lwsServer(t, now, store.New(), pods, tc.lwss)
+			for _, path := range paths {
+				code, body := get(path)
+				if code != 404 || !strings.Contains(body, tc.want) || strings.Contains(body, "estart") {
+					t.Errorf("%s: status %d, body %s; want a 404 that says %q, and no restart advice", path, code, body, tc.want)
+				}
+			}
+		})
+	}
+	_, get := lwsServer(t, now, store.New(), pods, nil)
 	code, body := get(v1beta2)
 	if code != 200 || strings.Contains(body, "leaderworkersets") {
 		t.Errorf("discovery without the CRD: status %d, lists leaderworkersets: %v", code, strings.Contains(body, "leaderworkersets"))

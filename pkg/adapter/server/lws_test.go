@@ -5,11 +5,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,8 +33,9 @@ func lwsMeta(ns, name string, lbls, ann map[string]string) *metav1.PartialObject
 }
 
 // TestWatchLeaderWorkerSets: without the CRD, or without the RBAC to list
-// and watch them in every watched namespace, nothing is watched (no lister,
-// no informer to fail and keep the adapter unready); with both, the metadata informer's lister gives the
+// and watch them in every watched namespace, nothing is watched yet (no
+// informer to fail and keep the adapter unready; the lister answers a
+// not-watched error that says why and when the adapter looks again); with both, the metadata informer's lister gives the
 // provider each LWS's name, labels and serving worker index, and nothing
 // else of its annotations is kept.
 func TestWatchLeaderWorkerSets(t *testing.T) {
@@ -46,14 +50,15 @@ func TestWatchLeaderWorkerSets(t *testing.T) {
 		namespaces   []string
 		denied       string // a namespace where list and watch are denied, "*" for all
 		watched      bool
+		reason       string // of the 404 when not watched
 		wantA, wantB bool
 	}{
-		{"CRD absent", nil, nil, "", false, false, false},
-		{"group served without the resource", []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "other"}}}}, nil, "", false, false, false},
-		{"all namespaces", served, nil, "", true, true, true},
-		{"--namespaces a", served, []string{"a"}, "", true, true, false},
-		{"no RBAC", served, nil, "*", false, false, false},
-		{"no RBAC in one of --namespaces", served, []string{"a", "b"}, "b", false, false, false},
+		{"CRD absent", nil, nil, "", false, "CRD is not served", false, false},
+		{"group served without the resource", []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "other"}}}}, nil, "", false, "CRD is not served", false, false},
+		{"all namespaces", served, nil, "", true, "", true, true},
+		{"--namespaces a", served, []string{"a"}, "", true, "", true, false},
+		{"no RBAC", served, nil, "*", false, "may not list them in all namespaces", false, false},
+		{"no RBAC in one of --namespaces", served, []string{"a", "b"}, "b", false, "may not list them in namespace b", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.resources}}
@@ -69,14 +74,19 @@ func TestWatchLeaderWorkerSets(t *testing.T) {
 				}
 				return tc.denied == "" || (tc.denied != "*" && tc.denied != ns), nil
 			}
-			l, err := w.watchLeaderWorkerSets(context.Background(), d, may, mc, tc.namespaces)
+			l, late, err := w.watchLeaderWorkerSets(context.Background(), d, may, mc, tc.namespaces, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (l != nil) != tc.watched || (len(w.metaFactories) > 0) != tc.watched {
-				t.Fatalf("watched: lister %v, %d factories; want %v", l != nil, len(w.metaFactories), tc.watched)
+			if l == nil || (late == nil) != tc.watched || (len(w.metaFactories) > 0) != tc.watched {
+				t.Fatalf("watched: lister %v, late %v, %d factories; want watched %v", l != nil, late != nil, len(w.metaFactories), tc.watched)
 			}
 			if !tc.watched {
+				_, err := l.Get("a", "llm")
+				var nw *provider.LeaderWorkerSetsNotWatchedError
+				if !errors.As(err, &nw) || !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), "checks again every 1m0s") {
+					t.Errorf("get before watching: %v; want a not-watched error saying %q and the period", err, tc.reason)
+				}
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -143,5 +153,124 @@ func TestSelfAccess(t *testing.T) {
 	}
 	if want := "leaderworkerset.x-k8s.io/leaderworkersets watch in ok"; len(asked) != 2 || asked[0] != want {
 		t.Errorf("asked %v, want first %q", asked, want)
+	}
+}
+
+// TestLeaderWorkerSetsInstalledLater: started before the CRD is served, the
+// lister answers a not-watched error saying so and how often the adapter
+// looks again; a discovery error changes nothing; once discovery serves the
+// resource the next check starts the informers and the lister answers, and
+// the checks stop; cancelling the context stops the loop, whether it found
+// them or not.
+func TestLeaderWorkerSetsInstalledLater(t *testing.T) {
+	const period = 20 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		install bool // serve the CRD after a while
+	}{
+		{"installed later", true},
+		{"never installed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var state atomic.Int32 // 0: not served, 1: discovery fails, 2: served
+			var checks atomic.Int32
+			d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{{GroupVersion: "leaderworkerset.x-k8s.io/v1", APIResources: []metav1.APIResource{{Name: "leaderworkersets"}}}}}}
+			d.PrependReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+				checks.Add(1)
+				switch state.Load() {
+				case 0:
+					return true, nil, apierrors.NewNotFound(leaderWorkerSetsGVR.GroupResource(), "")
+				case 1:
+					return true, nil, errors.New("connection refused")
+				}
+				return false, nil, nil
+			})
+			scheme := metadatafake.NewTestScheme()
+			gv := leaderWorkerSetsGVR.GroupVersion()
+			scheme.AddKnownTypeWithName(gv.WithKind("LeaderWorkerSet"), &metav1.PartialObjectMetadata{})
+			scheme.AddKnownTypeWithName(gv.WithKind("LeaderWorkerSetList"), &metav1.PartialObjectMetadataList{})
+			mc := metadatafake.NewSimpleMetadataClient(scheme, lwsMeta("a", "llm", nil, map[string]string{provider.AnnotationServingWorkerIndex: "1"}))
+			may := func(context.Context, string, string) (bool, error) { return true, nil }
+			w := &watched{}
+			l, late, err := w.watchLeaderWorkerSets(context.Background(), d, may, mc, nil, period)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if late == nil || len(w.metaFactories) != 0 || len(w.synced) != 0 {
+				t.Fatalf("not served at start: late %v, %d factories and %d synced in /readyz; want a late watch and none", late != nil, len(w.metaFactories), len(w.synced))
+			}
+			notYet := func(when string) {
+				t.Helper()
+				_, err := l.Get("a", "llm")
+				var nw *provider.LeaderWorkerSetsNotWatchedError
+				if !errors.As(err, &nw) || !strings.Contains(err.Error(), "CRD is not served") || !strings.Contains(err.Error(), "checks again every 20ms") || strings.Contains(err.Error(), "estart") {
+					t.Fatalf("%s: get a/llm: %v; want not served yet, checked again every 20ms, no restart advice", when, err)
+				}
+				if _, err := l.List("a", labels.Everything()); !errors.As(err, &nw) {
+					t.Fatalf("%s: list: %v; want not watched", when, err)
+				}
+			}
+			notYet("at start")
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); late.run(ctx) }()
+			waitChecks := func(n int32) {
+				t.Helper()
+				from := checks.Load()
+				deadline := time.Now().Add(5 * time.Second)
+				for checks.Load() < from+n {
+					if time.Now().After(deadline) {
+						t.Fatalf("%d checks in 5s, want %d more", checks.Load()-from, n)
+					}
+					time.Sleep(period / 4)
+				}
+			}
+			waitChecks(3)
+			notYet("not served, checked again")
+			state.Store(1)
+			waitChecks(3)
+			notYet("discovery failing")
+
+			if tc.install {
+				state.Store(2)
+				start := time.Now()
+				var got *provider.LeaderWorkerSet
+				for {
+					if got, err = l.Get("a", "llm"); err == nil {
+						break
+					}
+					if time.Since(start) > 5*time.Second {
+						t.Fatalf("served for 5s, still %v", err)
+					}
+					time.Sleep(period / 4)
+				}
+				if got.Name != "llm" || got.ServingWorkerIndex != "1" {
+					t.Errorf("a/llm read as %+v", got)
+				}
+				if list, err := l.List("a", labels.Everything()); err != nil || len(list) != 1 {
+					t.Errorf("list a: %v, %v", list, err)
+				}
+				t.Logf("answered %s after the CRD was served (period %s)", time.Since(start).Round(time.Millisecond), period)
+				// Found: no more checks.
+				n := checks.Load()
+				time.Sleep(5 * period)
+				if more := checks.Load() - n; more != 0 {
+					t.Errorf("%d discovery checks after the informers synced; want none", more)
+				}
+			}
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the loop did not stop within 5s of the context's cancellation")
+			}
+			n := checks.Load()
+			time.Sleep(3 * period)
+			if more := checks.Load() - n; more != 0 {
+				t.Errorf("%d checks after the loop stopped", more)
+			}
+		})
 	}
 }

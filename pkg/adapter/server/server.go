@@ -73,9 +73,13 @@ type Config struct {
 	// Forecast sets inference_demand_forecast_per_replica; zero is
 	// provider.DefaultForecastConfig().
 	Forecast provider.ForecastConfig
-	// LeaderWorkerSets watches LeaderWorkerSets, when their CRD is
-	// installed at start, to serve their object metrics (lws.go).
+	// LeaderWorkerSets watches LeaderWorkerSets, once their CRD is
+	// served, to serve their object metrics (lws.go).
 	LeaderWorkerSets bool
+	// LeaderWorkerSetsRecheck is how often the adapter looks for their CRD
+	// (and RBAC) while it watches none; 0 is
+	// DefaultLeaderWorkerSetsRecheck.
+	LeaderWorkerSetsRecheck time.Duration
 }
 
 // KEDAScalerConfig says where and how the KEDA external scaler is served.
@@ -120,6 +124,7 @@ type adapter struct {
 	reach   *apiReachability
 	api     *genericapiserver.GenericAPIServer
 	keda    *kedascaler.Server // nil when off
+	lws     *lwsWatch          // nil unless LeaderWorkerSets are looked for after start
 }
 
 // build makes the adapter's pieces from cfg and wires them together,
@@ -142,13 +147,14 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		return nil, fmt.Errorf("setting up informers: %w", err)
 	}
 	var lwss provider.LeaderWorkerSetLister
+	var lateLWS *lwsWatch
 	if cfg.LeaderWorkerSets {
 		mc, err := metadata.NewForConfig(restConfig)
 		if err != nil {
 			return nil, fmt.Errorf("building metadata client: %w", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		lwss, err = w.watchLeaderWorkerSets(ctx, client.Discovery(), selfAccess(client), mc, cfg.Namespaces)
+		lwss, lateLWS, err = w.watchLeaderWorkerSets(ctx, client.Discovery(), selfAccess(client), mc, cfg.Namespaces, cfg.LeaderWorkerSetsRecheck)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("setting up LeaderWorkerSet informers: %w", err)
@@ -234,7 +240,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &adapter{cfg: cfg, watched: w, scraper: scraper, tracker: tracker, reach: reach, api: srv.GenericAPIServer, keda: keda}, nil
+	return &adapter{cfg: cfg, watched: w, scraper: scraper, tracker: tracker, reach: reach, api: srv.GenericAPIServer, keda: keda, lws: lateLWS}, nil
 }
 
 // run starts the pipeline (informers, scraper, reachability probe, and the
@@ -261,6 +267,9 @@ func (a *adapter) run(ctx context.Context) error {
 		klog.InfoS("Informer caches synced; tracking targets")
 		a.tracker.Run(pctx)
 	})
+	if a.lws != nil {
+		pipeline.Go(func() { a.lws.run(pctx) })
+	}
 	if a.keda != nil {
 		pipeline.Go(func() {
 			if err := a.keda.Serve(pctx); err != nil {

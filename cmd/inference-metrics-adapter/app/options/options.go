@@ -70,6 +70,9 @@ type Options struct {
 	// LeaderWorkerSets watches LeaderWorkerSets (when their CRD is
 	// installed) to serve their object metrics.
 	LeaderWorkerSets bool
+	// LeaderWorkerSetsRecheck is how often the adapter looks for their CRD
+	// while it watches none.
+	LeaderWorkerSetsRecheck time.Duration
 
 	// KEDAScalerAddress serves KEDA's external scaler API there; empty is
 	// off. KEDAScalerClientCAFile requires client certificates it signed;
@@ -154,6 +157,8 @@ func NewOptions() *Options {
 
 		ShutdownDelay:  10 * time.Second,
 		AnswerCacheTTL: defaultAnswerCacheTTL,
+
+		LeaderWorkerSetsRecheck: server.DefaultLeaderWorkerSetsRecheck,
 
 		KEDAScalerMaxConnections: kedascaler.DefaultMaxConnections,
 		KEDAScalerMaxStreams:     kedascaler.DefaultMaxStreams,
@@ -275,7 +280,8 @@ func (o *Options) addOwnFlags(fss *cliflag.NamedFlagSets) {
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces whose pods may be scraped (comma-separated). Empty means all namespaces.")
 	fs.DurationVar(&o.DemandTTL, "demand-ttl", o.DemandTTL, "A label selector the API was asked about keeps its pods scraped for this long after the last question; a question about a latency percentile keeps the latency histograms of the pods it covered parsed for this long.")
 	fs.IntVar(&o.MaxSelectorsPerNamespace, "max-selectors-per-namespace", o.MaxSelectorsPerNamespace, "Most label selectors (and pods asked about by name) kept as demand per namespace; past it the least recently asked goes.")
-	fs.BoolVar(&o.LeaderWorkerSets, "leader-worker-sets", o.LeaderWorkerSets, "Serve object metrics for LeaderWorkerSets (leaderworkerset.x-k8s.io), a group of pods being one replica (docs/leaderworkerset.md). Needs RBAC to list and watch them (the chart's leaderWorkerSet.enabled); when their CRD is not installed at start, or that RBAC is missing, the adapter logs it, watches none and answers their questions 404.")
+	fs.BoolVar(&o.LeaderWorkerSets, "leader-worker-sets", o.LeaderWorkerSets, "Serve object metrics for LeaderWorkerSets (leaderworkerset.x-k8s.io), a group of pods being one replica (docs/leaderworkerset.md). Needs RBAC to list and watch them (the chart's leaderWorkerSet.enabled); until their CRD is served and that RBAC granted, the adapter watches none, answers their questions 404 saying why, and looks again every --leader-worker-sets-recheck.")
+	fs.DurationVar(&o.LeaderWorkerSetsRecheck, "leader-worker-sets-recheck", o.LeaderWorkerSetsRecheck, "With --leader-worker-sets, how often the adapter looks for the LeaderWorkerSet CRD (and its RBAC) while it watches none: installed after the adapter started, they are served within this period, without a restart. Between 1s and 1h.")
 	fs.IntVar(&o.MaxSelectors, "max-selectors", o.MaxSelectors, "Most label selectors (and pods asked about by name) kept as demand over all namespaces; past it the least recently asked of the namespace holding the most goes. Unset, it is at least --max-selectors-per-namespace.")
 
 	fs = fss.FlagSet("answers")
@@ -339,6 +345,9 @@ func (o *Options) Validate() error {
 	}
 	if err := o.validateMemoryBudget(debug.SetMemoryLimit(-1)); err != nil {
 		errs = append(errs, err)
+	}
+	if o.LeaderWorkerSetsRecheck < time.Second || o.LeaderWorkerSetsRecheck > time.Hour {
+		errs = append(errs, fmt.Errorf("--leader-worker-sets-recheck must be between 1s and 1h, got %s", o.LeaderWorkerSetsRecheck))
 	}
 	if o.SLOWindow < 2*o.ScrapeInterval || o.SLOWindow > time.Hour {
 		errs = append(errs, fmt.Errorf("--slo-window must be between 2 --scrape-interval (%s) and 1h, got %s", 2*o.ScrapeInterval, o.SLOWindow))
@@ -508,20 +517,21 @@ func (o *Options) Config() (*server.Config, error) {
 			Servers:              servers,
 			TLS:                  o.ScrapeTLS.config(),
 		},
-		ServerScrape:       o.serverScrape,
-		MaxAge:             o.MaxAge,
-		SLOWindow:          o.SLOWindow,
-		Namespaces:         namespaces,
-		DemandTTL:          o.DemandTTL,
-		FirstScrapeTimeout: o.FirstScrapeTimeout,
-		GPUAgentSelector:   agentSel,
-		GPUAgentNamespace:  o.GPUAgentNamespace,
-		EnableExternal:     o.EnableExternal,
-		ShutdownDelay:      o.ShutdownDelay,
-		AnswerCacheTTL:     o.AnswerCacheTTL,
-		RoleLabel:          o.RoleLabel,
-		LeaderWorkerSets:   o.LeaderWorkerSets,
-		Forecast:           o.forecastConfig(),
+		ServerScrape:            o.serverScrape,
+		MaxAge:                  o.MaxAge,
+		SLOWindow:               o.SLOWindow,
+		Namespaces:              namespaces,
+		DemandTTL:               o.DemandTTL,
+		FirstScrapeTimeout:      o.FirstScrapeTimeout,
+		GPUAgentSelector:        agentSel,
+		GPUAgentNamespace:       o.GPUAgentNamespace,
+		EnableExternal:          o.EnableExternal,
+		ShutdownDelay:           o.ShutdownDelay,
+		AnswerCacheTTL:          o.AnswerCacheTTL,
+		RoleLabel:               o.RoleLabel,
+		LeaderWorkerSets:        o.LeaderWorkerSets,
+		LeaderWorkerSetsRecheck: o.LeaderWorkerSetsRecheck,
+		Forecast:                o.forecastConfig(),
 		KEDAScaler: server.KEDAScalerConfig{
 			Address:              o.KEDAScalerAddress,
 			MaxConnections:       o.KEDAScalerMaxConnections,
