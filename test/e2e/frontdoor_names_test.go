@@ -184,10 +184,12 @@ func TestFrontDoorCurrentNames(t *testing.T) {
 				return false, nil
 			}
 			last = fmt.Sprintf("running %g (KEDA %g), saturation %g (KEDA %g)", running, kr, sat, ks)
-			if running > namesInFlight || kr > namesInFlight {
-				return false, fmt.Errorf("%s: more requests in flight than the load's cap of %d: counted twice? (%s)", service, namesInFlight, last)
-			}
-			return running > 0 && kr > 0 && sat > 0 && sat <= float64(namesInFlight)/namesSatAt && ks > 0, nil
+			// Once dispatched, a client may start its next request before
+			// the stand-in's handler has counted the last one out, so one
+			// read above the cap is a race, not a double count; a double
+			// count reads above it at every poll and never passes.
+			return running > 0 && running <= namesInFlight && kr > 0 && kr <= namesInFlight &&
+				sat > 0 && sat <= float64(namesInFlight)/namesSatAt && ks > 0, nil
 		})
 		if err != nil {
 			t.Fatalf("once the model was Ready, %s never read requests in flight and a saturation through the API and KEDA (last: %s): %v", service, last, err)
