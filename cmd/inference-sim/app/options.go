@@ -130,12 +130,8 @@ func parse(args []string, stdout, stderr io.Writer) (*Options, bool, error) {
 	return o, done, err
 }
 
-// parseInto parses args into o's flags; --help prints the usage and the
-// flags, section by section, on stdout.
+// parseInto parses args into o's flags with cli.ParseSections: --help
+// prints the usage and the flags, section by section, on stdout.
 func parseInto(o *Options, args []string, stdout, stderr io.Writer) (bool, error) {
-	fss := o.Flags()
-	fs := cli.FlagSet("inference-sim", fss)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stdout, usage+"\n"+cli.Sections(fss)) }
-	return cli.Parse(fs, args)
+	return cli.ParseSections("inference-sim", usage, o.Flags(), args, stdout, stderr)
 }
