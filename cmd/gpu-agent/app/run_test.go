@@ -4,16 +4,13 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +21,7 @@ import (
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/agentpage"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli/clitest"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/nvml"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/nodeagent/podresources/podresourcestest"
 )
@@ -125,104 +123,59 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The agent as a process on a machine without libnvidia-ml: it says so in
-// its log and on its page (gpu_agent_up 0, reason library_not_found), keeps
-// serving, stays healthy, and exits 0 on SIGTERM.
+// The agent as a process on a machine without libnvidia-ml, logging JSON:
+// it says so in its log (the NVML error with reason library_not_found) and
+// on its page (gpu_agent_up 0, reason library_not_found), keeps serving,
+// stays healthy, and exits 0 on SIGTERM (clitest.CheckJSONLogs, which also
+// fails on a stderr line that is not JSON).
 func TestProcessWithoutNVML(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0],
+		"--logging-format=json",
 		"--listen-address=127.0.0.1:0",
 		"--interval=1s",
 		"--nvml-library-path="+filepath.Join(dir, "libnvidia-ml.so.1"),
 		"--pod-resources-socket="+filepath.Join(dir, "no-kubelet.sock"),
 	)
 	cmd.Env = append(os.Environ(), "GPU_AGENT_RUN_MAIN=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default: // the test stopped reading
-			}
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
-	}()
-
 	var addr string
 	sawNVMLError := false
-	addrRE := regexp.MustCompile(`"Serving" address="([^"]+)"`)
-	timeout := time.After(15 * time.Second)
-	for addr == "" || !sawNVMLError {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("agent exited early")
+	clitest.CheckJSONLogs(t, cmd, func(m map[string]any) bool {
+		msg, _ := m["msg"].(string)
+		switch {
+		case msg == "Serving":
+			addr, _ = m["address"].(string)
+		case strings.HasPrefix(msg, "Cannot read GPUs"):
+			if m["reason"] != "library_not_found" {
+				t.Errorf("NVML error's reason %v, want library_not_found: %v", m["reason"], m)
 			}
-			t.Log(l)
-			if m := addrRE.FindStringSubmatch(l); m != nil {
-				addr = m[1]
-			}
-			if strings.Contains(l, "Cannot read GPUs") && strings.Contains(l, `reason="library_not_found"`) {
-				sawNVMLError = true
-			}
-		case <-timeout:
-			t.Fatalf("no Serving address and NVML error in the log within 15s (addr %q)", addr)
+			sawNVMLError = true
 		}
-	}
-
-	// Still serving after several retries.
-	time.Sleep(1500 * time.Millisecond)
-	code, page := get(t, "http://"+addr+"/metrics")
-	if code != 200 {
-		t.Fatalf("/metrics %d", code)
-	}
-	var p agentpage.Parser
-	if _, err := p.Parse(page); err != nil {
-		t.Fatalf("%v\n%s", err, page)
-	}
-	if diff := cmp.Diff(agentpage.Status{Up: false, Reason: "library_not_found", Backend: "nvml"}, p.Status()); diff != "" {
-		t.Errorf("status (-want +got):\n%s", diff)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(page)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := fams["gpu_agent_pod_resources_up"].GetMetric()[0].GetGauge().GetValue(); v != 0 {
-		t.Errorf("pod_resources_up %v without a kubelet", v)
-	}
-	if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
-		t.Errorf("/healthz %d", code)
-	}
-
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for range lines { // drain so the reader goroutine can finish
+		return addr != "" && sawNVMLError
+	}, func() {
+		// Still serving after several retries.
+		time.Sleep(1500 * time.Millisecond)
+		code, page := get(t, "http://"+addr+"/metrics")
+		if code != 200 {
+			t.Fatalf("/metrics %d", code)
 		}
-	}()
-	select {
-	case err := <-exited:
+		var p agentpage.Parser
+		if _, err := p.Parse(page); err != nil {
+			t.Fatalf("%v\n%s", err, page)
+		}
+		if diff := cmp.Diff(agentpage.Status{Up: false, Reason: "library_not_found", Backend: "nvml"}, p.Status()); diff != "" {
+			t.Errorf("status (-want +got):\n%s", diff)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(strings.NewReader(string(page)))
 		if err != nil {
-			t.Errorf("exit after SIGTERM: %v", err)
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Error("no exit within 10s of SIGTERM")
-	}
+		if v := fams["gpu_agent_pod_resources_up"].GetMetric()[0].GetGauge().GetValue(); v != 0 {
+			t.Errorf("pod_resources_up %v without a kubelet", v)
+		}
+		if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
+			t.Errorf("/healthz %d", code)
+		}
+	})
 }
