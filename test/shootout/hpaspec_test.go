@@ -177,9 +177,13 @@ func TestHPAReads(t *testing.T) {
 		{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricStatus{Metric: autoscalingv2.MetricIdentifier{Name: "inference_demand_per_replica"},
 			Current: autoscalingv2.MetricValueStatus{Value: new(resource.MustParse("2500m"))}}},
 	}
-	got := hpaReads(h, tm)
+	got := hpaReads(h, tm, fleetCounts{Ready: 4, Current: 5})
 	f := func(v float64) *float64 { return &v }
-	want := []HPARead{{Metric: "object/inference_demand_per_replica", Value: f(2.5)}, {Metric: "pods/inference_requests_per_second", Value: f(3)}, {Metric: "pods/gpu_utilization"}}
+	n := func(v int) *int { return &v }
+	// Recommended: 2.5 / 3 × 4 Ready → 4; 45 / (2 × 15) per wall second × 4
+	// Ready → 6; the unread metric none.
+	want := []HPARead{{Metric: "object/inference_demand_per_replica", Value: f(2.5), Recommended: n(4)},
+		{Metric: "pods/inference_requests_per_second", Value: f(3), Recommended: n(6)}, {Metric: "pods/gpu_utilization"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reads (-want +got):\n%s", diff)
 	}

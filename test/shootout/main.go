@@ -214,6 +214,9 @@ func run(ctx context.Context, cfg config) (err error) {
 			say("%s #%d on %s (run %d of %d): after the %s warm-up attainment %.1f%% (TTFT %.1f%%, TPOT %.1f%%) on %.2f GPU-hours; whole trace %.1f%% on %.2f; %d failed (%d refused), %d scale events (%s wall)",
 				p.Name, slot.Repeat, t.name, i+1, len(order), cfg.warmup, 100*s.AfterWarmup.Attainment, 100*s.AfterWarmup.TTFTAttainment, 100*s.AfterWarmup.TPOTAttainment,
 				s.AfterWarmup.GPUHours, 100*s.Attainment, s.ReplicaHours, s.Failed, s.Refused, s.ScaleEvents, res.Wall.Round(time.Second))
+			if h := heldText(s); h != "" {
+				say("%s #%d: desired above every metric's recommendation (held by the scale-down window) after the warm-up in %s", p.Name, slot.Repeat, h)
+			}
 			rep.Runs = append(rep.Runs, res)
 			if err := rep.write(cfg.out, t.reqs); err != nil {
 				return err

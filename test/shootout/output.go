@@ -152,6 +152,15 @@ func (r *report) markdown() string {
 			failed, s.Goodput, s.TTFT.P50, s.TTFT.P90, s.TTFT.P99,
 			1000*s.TPOT.P50, 1000*s.TPOT.P90, 1000*s.TPOT.P99, s.ReplicaHours, s.GoodPerGPUHour, s.MeanReplicas, s.MeanReady, s.ScaleEvents, s.MaxReplicas, burst)
 	}
+	var held []string
+	for _, run := range r.Runs {
+		if h := heldText(run.Summary); h != "" {
+			held = append(held, fmt.Sprintf("%s #%d %s", run.Policy.Name, max(run.Repeat, 1), h))
+		}
+	}
+	if len(held) > 0 {
+		b.WriteString("\nHeld by the scale-down window (desired above every metric's recommendation, after the warm-up): " + strings.Join(held, "; ") + ".\n")
+	}
 	if c := r.Capacity; c != nil && c.Recommendation != nil {
 		fmt.Fprintf(&b, "\n%s: %s at %s per pod (capacity %.3g req/s per replica). %s.\n",
 			policyCapacity, c.Recommendation.Metric, c.Recommendation.Quantity, c.Recommendation.Capacity, c.How)
@@ -162,6 +171,14 @@ func (r *report) markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// heldText is a run's held-by-window figures in words, empty without them.
+func heldText(s Summary) string {
+	if s.HeldByWindow == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.0f%% of samples, %.2f replica-hours", 100**s.HeldByWindow, s.HeldReplicaHours)
 }
 
 // chartBin is the width of one point of the chart's load and TTFT series.

@@ -69,6 +69,21 @@ type Sample struct {
 	// Pods is each pod's own signals, as the adapter serves them, sampled
 	// once per HPA sync period (absent from the samples in between).
 	Pods []PodSample `json:"pods,omitempty"`
+	// RecommendedMax is the largest of the HPA metrics' Recommended: the
+	// replicas the HPA would set with no scale-down window (nor tolerance
+	// or rate policies); absent unless every metric was read.
+	RecommendedMax *int `json:"recommendedMax,omitempty"`
+	// Demand is the workload's requests waiting plus running: the sum of
+	// queue + batch over Pods (sampledDemand), so only on the samples with
+	// pods, and absent when a Ready pod lacks either value.
+	Demand *float64 `json:"demand,omitempty"`
+	// Dispersion is the index of dispersion the staffing forecast's read
+	// implies against Demand, ((F − D)/(z·√D))² with F the forecast per
+	// replica times the non-terminating pods (impliedDispersion); only for
+	// an HPA on the staffing forecast, on samples with a Demand above 0.
+	// The forecast is the HPA's last read, up to a sync period older than
+	// the demand: one sample's value is noisy, their median is the figure.
+	Dispersion *float64 `json:"dispersion,omitempty"`
 }
 
 // HPARead is one metric's value as the HPA's status reports it.
@@ -79,17 +94,25 @@ type HPARead struct {
 	// AverageValue as the target's type for Object and External); absent
 	// while the HPA cannot read it. Rates are per simulated second.
 	Value *float64 `json:"value,omitempty"`
+	// Recommended is the replica count this metric alone asks for at
+	// Value, by the HPA's rule without tolerance and stabilization
+	// (recommend), clamped to the HPA's minReplicas and maxReplicas;
+	// absent with Value.
+	Recommended *int `json:"recommended,omitempty"`
 }
 
 // PodSample is one pod's signals at one instant; a signal the adapter
 // could not answer for the pod is absent.
 type PodSample struct {
-	Name  string   `json:"name"`
-	Ready bool     `json:"ready"`
-	Queue *float64 `json:"queue,omitempty"`
-	Batch *float64 `json:"batch,omitempty"`
-	KV    *float64 `json:"kv,omitempty"`
-	GPU   *float64 `json:"gpu,omitempty"`
+	Name  string `json:"name"`
+	Ready bool   `json:"ready"`
+	// Terminating is true for a pod being deleted (it still holds its
+	// GPU; the adapter no longer counts its demand).
+	Terminating bool     `json:"terminating,omitempty"`
+	Queue       *float64 `json:"queue,omitempty"`
+	Batch       *float64 `json:"batch,omitempty"`
+	KV          *float64 `json:"kv,omitempty"`
+	GPU         *float64 `json:"gpu,omitempty"`
 }
 
 // Percentiles are p50, p90 and p99 of a set of durations, in seconds.
@@ -173,6 +196,15 @@ type Summary struct {
 	AfterWarmup Phase         `json:"afterWarmup"`
 	// BurstScores is the attainment of the requests of each burst's minutes.
 	BurstScores []BurstScore `json:"burstScores,omitempty"`
+	// HeldByWindow is the share of the samples after the warm-up (of those
+	// with a RecommendedMax) whose desired replicas exceed every metric's
+	// recommendation: the scale-down window (or the tolerance, or a
+	// scale-down rate policy) holds replicas the metrics no longer ask
+	// for. HeldReplicaHours is the integral of Desired − RecommendedMax
+	// where positive over the same stretch, in replica-hours (GPU-hours).
+	// Both absent without recommendations (a fixed fleet, an older report).
+	HeldByWindow     *float64 `json:"heldByWindow,omitempty"`
+	HeldReplicaHours float64  `json:"heldReplicaHours,omitempty"`
 }
 
 // scoring is how runs are scored: the SLO, the warm-up left out of the
@@ -243,6 +275,7 @@ func summarize(policy, trace string, sc scoring, recs []Record, samples []Sample
 	s.TTFTAttainment, s.TPOTAttainment = whole.TTFTAttainment, whole.TPOTAttainment
 	s.AfterWarmup = scorePhase(slo, recs, samples, sc.Warmup, math.MaxInt64)
 	s.BurstScores = scoreBursts(slo, recs, sc.Bursts, sc.Warmup, s.Span)
+	s.HeldByWindow, s.HeldReplicaHours = heldByWindow(samples, sc.Warmup)
 	var reactions []time.Duration
 	for _, bs := range sc.Bursts {
 		b := bs.Start

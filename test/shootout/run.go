@@ -336,8 +336,11 @@ func sample(ctx context.Context, e *env, ns string, selector labels.Selector, st
 				s.Replicas = len(pods) // every pod holds its GPU, loading or terminating
 			}
 		}
-		if h, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(gctx, deploymentName, metav1.GetOptions{}); err == nil {
-			s.HPA = hpaReads(h, tm)
+		var metrics []autoscalingv2.MetricSpec
+		if h, herr := c.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(gctx, deploymentName, metav1.GetOptions{}); herr == nil && err == nil {
+			metrics = h.Spec.Metrics
+			s.HPA = hpaReads(h, tm, fleetCounts{Ready: int(d.Status.ReadyReplicas), Current: int(d.Status.Replicas)})
+			s.RecommendedMax = recommendedMax(s.HPA)
 			if len(s.HPA) > 0 {
 				s.Metric = s.HPA[0].Value
 			}
@@ -347,6 +350,10 @@ func sample(ctx context.Context, e *env, ns string, selector labels.Selector, st
 			pctx, cancel := context.WithTimeout(context.Background(), sampleEvery*4)
 			s.Pods = samplePods(pctx, e, ns, selector, pods)
 			cancel()
+			if v, _, ok := sampledDemand(s.Pods); ok {
+				s.Demand = &v
+				s.Dispersion = sampleDispersion(metrics, s)
+			}
 		}
 		if err == nil {
 			out = append(out, s)
@@ -377,9 +384,12 @@ func sample(ctx context.Context, e *env, ns string, selector labels.Selector, st
 
 // hpaReads is what the HPA's status says it read, metric by metric, in the
 // spec's order: every metric of the spec, its value absent while the
-// status has none. Rates are turned back into per simulated second.
-func hpaReads(h *autoscalingv2.HorizontalPodAutoscaler, tm timing) []HPARead {
+// status has none, with the replicas it alone asks for (recommend, from
+// the value as read against the HPA's own target, by n, clamped to the
+// HPA's bounds). Rates are turned back into per simulated second.
+func hpaReads(h *autoscalingv2.HorizontalPodAutoscaler, tm timing, n fleetCounts) []HPARead {
 	current := map[string]*float64{}
+	raw := map[string]float64{}
 	for _, m := range h.Status.CurrentMetrics {
 		var q *resource.Quantity
 		switch {
@@ -401,15 +411,25 @@ func hpaReads(h *autoscalingv2.HorizontalPodAutoscaler, tm timing) []HPARead {
 		}
 		v := q.AsApproximateFloat64()
 		key := statusKey(m)
+		raw[key] = v
 		if isRate(keyName(key)) {
 			v /= tm.Compress
 		}
 		current[key] = &v
 	}
+	lo, hi := hpaBounds(h)
 	var out []HPARead
 	for _, m := range h.Spec.Metrics {
 		key := metricKey(m)
-		out = append(out, HPARead{Metric: key, Value: current[key]})
+		read := HPARead{Metric: key, Value: current[key]}
+		if v, ok := raw[key]; ok {
+			// The HPA's spec is in wall-clock terms, as the status is.
+			if r, ok := recommend(m, v, n); ok {
+				r = clampReplicas(r, lo, hi)
+				read.Recommended = &r
+			}
+		}
+		out = append(out, read)
 	}
 	return out
 }
@@ -439,7 +459,7 @@ func samplePods(ctx context.Context, e *env, ns string, selector labels.Selector
 	}
 	out := make([]PodSample, 0, len(pods))
 	for _, p := range pods {
-		ps := PodSample{Name: p.Name}
+		ps := PodSample{Name: p.Name, Terminating: p.DeletionTimestamp != nil}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 				ps.Ready = true
