@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -49,12 +50,43 @@ type endpoint struct {
 	reqTail []byte
 	// idleTimeout: an idle connection older than this is closed, not reused.
 	idleTimeout time.Duration
+	// slots bounds the kept connections of the https endpoints of all
+	// targets (Config.MaxKeptTLSConnections); nil: no bound.
+	slots *connSlots
 
 	mu     sync.Mutex
 	idle   net.Conn // nil when none
 	idleAt time.Time
 	closed bool // the target is gone: no connection is kept any more
+	// slot: ep holds one of slots, from the first connection it keeps
+	// until a scrape ends without keeping one, or ep is closed; its kept
+	// connection counts against the bound while idle and while in use.
+	slot bool
 }
+
+// connSlots counts the endpoints holding a kept connection against a
+// bound shared by all targets.
+type connSlots struct {
+	max  int64
+	held atomic.Int64
+}
+
+func newConnSlots(n int) *connSlots { return &connSlots{max: int64(n)} }
+
+// acquire takes a slot, if one is free.
+func (s *connSlots) acquire() bool {
+	for {
+		n := s.held.Load()
+		if n >= s.max {
+			return false
+		}
+		if s.held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *connSlots) release() { s.held.Add(-1) }
 
 // newEndpoint prepares the GET of rawURL, an http:// or https:// URL.
 func newEndpoint(rawURL string, gzip bool, idleTimeout time.Duration) (*endpoint, error) {
@@ -185,10 +217,12 @@ func (e *endpoint) take(now time.Time) net.Conn {
 }
 
 // put keeps c as the idle connection, or closes it when the slot is taken
-// (an on-demand scrape overlapped the loop's) or the endpoint is closed.
+// (an on-demand scrape overlapped the loop's), the endpoint is closed, or
+// it is an https endpoint that holds none of the kept connections' slots
+// and none is free.
 func (e *endpoint) put(c net.Conn, now time.Time) {
 	e.mu.Lock()
-	if e.idle == nil && !e.closed {
+	if e.idle == nil && !e.closed && e.holdSlotLocked() {
 		e.idle, e.idleAt = c, now
 		c = nil
 	}
@@ -198,11 +232,38 @@ func (e *endpoint) put(c net.Conn, now time.Time) {
 	}
 }
 
-// close closes the idle connection and keeps none from now on.
+// holdSlotLocked reports whether e may keep a connection: it has no bound,
+// holds a slot, or takes a free one.
+func (e *endpoint) holdSlotLocked() bool {
+	if e.slots == nil || e.slot {
+		return true
+	}
+	e.slot = e.slots.acquire()
+	return e.slot
+}
+
+// unkept gives back e's slot after a scrape that kept no connection (it
+// failed to connect, or its connection could not carry another request),
+// unless another scrape of e has parked one meanwhile.
+func (e *endpoint) unkept() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.slot && e.idle == nil {
+		e.slot = false
+		e.slots.release()
+	}
+}
+
+// close closes the idle connection, gives back e's slot and keeps none
+// from now on.
 func (e *endpoint) close() {
 	e.mu.Lock()
 	c := e.idle
 	e.idle, e.closed = nil, true
+	if e.slot {
+		e.slot = false
+		e.slots.release()
+	}
 	e.mu.Unlock()
 	if c != nil {
 		_ = c.Close()
@@ -229,10 +290,12 @@ func (w *worker) get(parent context.Context, deadline time.Time, ep *endpoint, m
 			d := net.Dialer{Deadline: deadline, KeepAlive: 30 * time.Second}
 			var err error
 			if c, err = d.DialContext(parent, "tcp", ep.addr); err != nil {
+				ep.unkept()
 				return 0, classify(parent, deadline, err)
 			}
 			if ep.tls {
 				if c, err = w.handshake(parent, deadline, c, ep); err != nil {
+					ep.unkept()
 					return 0, err
 				}
 			}
@@ -246,6 +309,9 @@ func (w *worker) get(parent context.Context, deadline time.Time, ep *endpoint, m
 		if reused && errors.Is(err, errStale) && parent.Err() == nil && time.Now().Before(deadline) {
 			c, reused = nil, false
 			continue
+		}
+		if !keep {
+			ep.unkept()
 		}
 		return n, err
 	}

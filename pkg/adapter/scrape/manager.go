@@ -37,6 +37,9 @@ type Manager struct {
 	// creds are the HTTPS targets' verification and the credentials
 	// presented to them (Config.TLS).
 	creds *credentials
+	// tlsSlots bounds the kept connections of HTTPS targets
+	// (Config.MaxKeptTLSConnections).
+	tlsSlots *connSlots
 	// get fetches a target's page into a worker's buffer: (*worker).get,
 	// replaced only by this package's tests and benchmarks (to count
 	// requests, or to compare with net/http's client).
@@ -115,6 +118,7 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 	m := &Manager{
 		cfg:          cfg,
 		creds:        creds,
+		tlsSlots:     newConnSlots(cfg.MaxKeptTLSConnections),
 		sink:         sink,
 		get:          (*worker).get,
 		metrics:      met,
@@ -247,7 +251,14 @@ func (m *Manager) stopLoopLocked(l *loop) {
 
 // newEndpoint prepares t's request and connection slot.
 func (m *Manager) newEndpoint(t Target) (*endpoint, error) {
-	return newTargetEndpoint(t, m.cfg.RequestGzip, max(90*time.Second, 3*m.cfg.Interval), m.creds)
+	ep, err := newTargetEndpoint(t, m.cfg.RequestGzip, max(90*time.Second, 3*m.cfg.Interval), m.creds)
+	if err != nil {
+		return nil, err
+	}
+	if ep.tls {
+		ep.slots = m.tlsSlots
+	}
+	return ep, nil
 }
 
 // endpointFor returns the endpoint of t's loop when it has one for the

@@ -141,6 +141,14 @@ type Config struct {
 	// TLS verifies HTTPS targets and holds the credentials presented to
 	// them; NewManager loads its files and fails when one cannot be.
 	TLS TLSConfig
+	// MaxKeptTLSConnections bounds the HTTPS connections kept for the next
+	// scrape, over all targets: a target that holds one keeps it from one
+	// scrape to the next (while it is in use too); past the bound a
+	// target's connection is closed after its scrape, so each of its
+	// scrapes pays a TLS handshake (a resumed session when the server
+	// allows). Each kept TLS connection costs about KeptTLSConnectionBytes.
+	// 0 keeps none. Plain HTTP connections are not bounded: one per target.
+	MaxKeptTLSConnections int
 
 	// dispatchSlack replaces dispatchSlack(Interval) when set: for the
 	// benchmark that compares slacks.
@@ -180,8 +188,25 @@ func DefaultConfig() Config {
 		Concurrency:      32,
 		FirstConcurrency: 4,
 		Jitter:           1,
+
+		MaxKeptTLSConnections: DefaultMaxKeptTLSConnections,
 	}
 }
+
+// DefaultMaxKeptTLSConnections is the default of
+// Config.MaxKeptTLSConnections: 100 × KeptTLSConnectionBytes = 8,000 KiB,
+// which fits beside the other defaults' worst case (page buffers, the KEDA
+// port, the forecast's histories) in half of the Go memory limit the
+// chart's 512Mi gives (416 MiB).
+const DefaultMaxKeptTLSConnections = 100
+
+// KeptTLSConnectionBytes is the memory one kept TLS scrape connection
+// costs: 80 KiB, from the make fleet measurement at 1,000 pods at 1 s
+// (docs/performance.md, "Scraping over TLS"), where the adapter's VmRSS
+// was 182 MiB over https against 102 MiB over plain http, with every
+// pod's connection kept: 80 MiB for 1,000 connections (their buffers and
+// TLS state; not profiled).
+const KeptTLSConnectionBytes = 80 << 10
 
 // Validate reports the first thing wrong with c.
 func (c Config) Validate() error {
@@ -204,6 +229,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("per-namespace first-scrape concurrency must be in [0, %d] (the first-scrape concurrency), got %d", c.FirstConcurrency, c.FirstNamespaceConcurrency)
 	case !(c.Jitter >= 0 && c.Jitter <= 1): // also rejects NaN
 		return fmt.Errorf("scrape jitter must be a fraction in [0, 1], got %v", c.Jitter)
+	case c.MaxKeptTLSConnections < 0:
+		return fmt.Errorf("the most kept TLS connections must not be negative, got %d", c.MaxKeptTLSConnections)
 	}
 	return nil
 }

@@ -19,9 +19,10 @@ func TestMemoryBudgetCountsTheForecastHistories(t *testing.T) {
 		limit        = 512 << 20 // half: 268435456 bytes
 		chartGoLimit = (512 - 96) << 20
 	)
-	// (60 + 4) x 4000000 = 256000000 bytes of page buffers: 12435456 bytes
-	// left under half, room for 7772 histories of 1600 bytes.
-	pages := []string{"--scrape-concurrency=60", "--max-body-size=4000000"}
+	// (60 + 4) x 4000000 = 256000000 bytes of page buffers and no kept TLS
+	// connection: 12435456 bytes left under half, room for 7772 histories
+	// of 1600 bytes.
+	pages := []string{"--scrape-concurrency=60", "--max-body-size=4000000", "--scrape-max-kept-tls-connections=0"}
 	cases := []struct {
 		name    string
 		args    []string
@@ -40,13 +41,21 @@ func TestMemoryBudgetCountsTheForecastHistories(t *testing.T) {
 		{name: "a count that would overflow", args: []string{"--forecast-max-workloads=4611686018427387904"}, limit: chartGoLimit,
 			wantErr: "(--forecast-max-workloads 4611686018427387904 x 1600 bytes)"},
 		// The container limits docs/operations.md gives (Go limit: the
-		// container's less 96 MiB at these sizes).
-		{name: "defaults in 415Mi", limit: (415 - 96) << 20},
-		{name: "defaults in 414Mi", limit: (414 - 96) << 20, wantErr: "more than half of the memory limit"},
-		{name: "1 MiB pages in 200Mi", args: []string{"--max-body-size=1048576"}, limit: (200 - 96) << 20},
-		{name: "2 MiB pages in 272Mi", args: []string{"--max-body-size=2097152"}, limit: (272 - 96) << 20},
-		{name: "2 MiB pages in 256Mi", args: []string{"--max-body-size=2097152"}, limit: (256 - 96) << 20, wantErr: "--forecast-max-workloads 10000"},
-		{name: "2 MiB pages and 5000 histories in 256Mi", args: []string{"--max-body-size=2097152", "--forecast-max-workloads=5000"}, limit: (256 - 96) << 20},
+		// container's less 96 MiB at these sizes), with the default 100
+		// kept TLS connections (8,192,000 bytes) and, for plain HTTP
+		// fleets, none.
+		{name: "defaults in 431Mi", limit: (431 - 96) << 20},
+		{name: "defaults in 430Mi", limit: (430 - 96) << 20, wantErr: "plus 8192000 bytes for kept TLS scrape connections at most (--scrape-max-kept-tls-connections 100 x 81920 bytes)"},
+		{name: "defaults, no TLS kept, in 415Mi", args: []string{"--scrape-max-kept-tls-connections=0"}, limit: (415 - 96) << 20},
+		{name: "defaults, no TLS kept, in 414Mi", args: []string{"--scrape-max-kept-tls-connections=0"}, limit: (414 - 96) << 20, wantErr: "more than half of the memory limit"},
+		{name: "1 MiB pages in 215Mi", args: []string{"--max-body-size=1048576"}, limit: (215 - 96) << 20},
+		{name: "1 MiB pages in 214Mi", args: []string{"--max-body-size=1048576"}, limit: (214 - 96) << 20, wantErr: "--scrape-max-kept-tls-connections 100"},
+		{name: "1 MiB pages, no TLS kept, in 200Mi", args: []string{"--max-body-size=1048576", "--scrape-max-kept-tls-connections=0"}, limit: (200 - 96) << 20},
+		{name: "2 MiB pages in 287Mi", args: []string{"--max-body-size=2097152"}, limit: (287 - 96) << 20},
+		{name: "2 MiB pages in 286Mi", args: []string{"--max-body-size=2097152"}, limit: (286 - 96) << 20, wantErr: "--scrape-max-kept-tls-connections 100"},
+		{name: "2 MiB pages, no TLS kept, in 272Mi", args: []string{"--max-body-size=2097152", "--scrape-max-kept-tls-connections=0"}, limit: (272 - 96) << 20},
+		{name: "2 MiB pages, no TLS kept, in 256Mi", args: []string{"--max-body-size=2097152", "--scrape-max-kept-tls-connections=0"}, limit: (256 - 96) << 20, wantErr: "--forecast-max-workloads 10000"},
+		{name: "2 MiB pages, 5000 histories, no TLS kept, in 256Mi", args: []string{"--max-body-size=2097152", "--forecast-max-workloads=5000", "--scrape-max-kept-tls-connections=0"}, limit: (256 - 96) << 20},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

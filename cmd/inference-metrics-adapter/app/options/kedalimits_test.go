@@ -58,9 +58,10 @@ func TestMemoryBudgetCountsTheKEDAPort(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults under the chart's Go limit", args: []string{"--keda-scaler-address=:9443"}, limit: chartGoLimit},
-		// Pages and the forecast's 10000 x 1600 bytes of histories at half.
-		{name: "pages at half, port off", args: []string{"--scrape-concurrency=60", "--max-body-size=3944304"}, limit: 512 << 20},
-		{name: "pages at half, port on", args: []string{"--scrape-concurrency=60", "--max-body-size=3944304", "--keda-scaler-address=:9443"}, limit: 512 << 20,
+		// Pages and the forecast's 10000 x 1600 bytes of histories at
+		// half, no kept TLS connection.
+		{name: "pages at half, port off", args: []string{"--scrape-concurrency=60", "--max-body-size=3944304", "--scrape-max-kept-tls-connections=0"}, limit: 512 << 20},
+		{name: "pages at half, port on", args: []string{"--scrape-concurrency=60", "--max-body-size=3944304", "--scrape-max-kept-tls-connections=0", "--keda-scaler-address=:9443"}, limit: 512 << 20,
 			wantErr: "= 252435456 bytes of page buffers at worst, plus 41943040 bytes for the KEDA port's connections and calls at worst (--keda-scaler-max-connections 64, --keda-scaler-max-streams 256), plus 16000000 bytes for the forecast's demand histories at most (--forecast-max-workloads 10000 x 1600 bytes), more than half of the memory limit of 536870912 bytes"},
 		{name: "streams past the limit", args: []string{"--keda-scaler-address=:9443", "--keda-scaler-max-streams=65536"}, limit: chartGoLimit,
 			wantErr: "plus 8598323200 bytes for the KEDA port"},

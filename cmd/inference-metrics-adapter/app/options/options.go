@@ -151,6 +151,8 @@ func NewOptions() *Options {
 
 		FirstScrapeConcurrency: sc.FirstConcurrency,
 
+		ScrapeTLS: ScrapeTLSOptions{MaxKeptConnections: sc.MaxKeptTLSConnections},
+
 		MaxSelectorsPerNamespace: targets.DefaultMaxSelectorsPerNamespace,
 		MaxSelectors:             targets.DefaultMaxSelectors,
 		namespaceFile:            serviceAccountNamespaceFile,
@@ -411,8 +413,9 @@ func (o *Options) Validate() error {
 // validateMemoryBudget refuses scrape settings whose worst-case memory,
 // (--scrape-concurrency + --first-scrape-concurrency) × --max-body-size of
 // page buffers plus the KEDA port's worst case plus --forecast-max-workloads
-// × forecast.MaxBytesPerHistory of demand histories, exceeds half of the
-// process memory limit (math.MaxInt64: none).
+// × forecast.MaxBytesPerHistory of demand histories plus
+// --scrape-max-kept-tls-connections × scrape.KeptTLSConnectionBytes,
+// exceeds half of the process memory limit (math.MaxInt64: none).
 func (o *Options) validateMemoryBudget(limit int64) error {
 	if limit == math.MaxInt64 || limit <= 0 || o.ScrapeConcurrency < 1 || o.FirstScrapeConcurrency < 1 || o.MaxBodySize < 1 {
 		return nil
@@ -420,7 +423,8 @@ func (o *Options) validateMemoryBudget(limit int64) error {
 	workers := int64(o.ScrapeConcurrency) + int64(o.FirstScrapeConcurrency)
 	keda := o.kedaScalerWorstCase()
 	histories := o.forecastHistoriesWorstCase()
-	if fixed := keda + histories; fixed < limit/2 && o.MaxBodySize <= (limit/2-fixed)/workers {
+	keptTLS := o.keptTLSConnectionsWorstCase()
+	if fixed := keda + histories + keptTLS; fixed < limit/2 && o.MaxBodySize <= (limit/2-fixed)/workers {
 		return nil
 	}
 	kedaText := ""
@@ -433,8 +437,25 @@ func (o *Options) validateMemoryBudget(limit int64) error {
 		historiesText = fmt.Sprintf(", plus %d bytes for the forecast's demand histories at most (--forecast-max-workloads %d x %d bytes)",
 			histories, o.ForecastMaxWorkloads, forecast.MaxBytesPerHistory)
 	}
-	return fmt.Errorf("(--scrape-concurrency %d + --first-scrape-concurrency %d) x --max-body-size %d = %d bytes of page buffers at worst%s%s, more than half of the memory limit of %d bytes; lower these flags or raise the limit (GOMEMLIMIT or the container's)",
-		o.ScrapeConcurrency, o.FirstScrapeConcurrency, o.MaxBodySize, workers*o.MaxBodySize, kedaText, historiesText, limit)
+	keptTLSText := ""
+	if keptTLS > 0 {
+		keptTLSText = fmt.Sprintf(", plus %d bytes for kept TLS scrape connections at most (--scrape-max-kept-tls-connections %d x %d bytes)",
+			keptTLS, o.ScrapeTLS.MaxKeptConnections, scrape.KeptTLSConnectionBytes)
+	}
+	return fmt.Errorf("(--scrape-concurrency %d + --first-scrape-concurrency %d) x --max-body-size %d = %d bytes of page buffers at worst%s%s%s, more than half of the memory limit of %d bytes; lower these flags or raise the limit (GOMEMLIMIT or the container's)",
+		o.ScrapeConcurrency, o.FirstScrapeConcurrency, o.MaxBodySize, workers*o.MaxBodySize, kedaText, historiesText, keptTLSText, limit)
+}
+
+// keptTLSConnectionsWorstCase is the memory the kept HTTPS scrape
+// connections can hold: --scrape-max-kept-tls-connections ×
+// scrape.KeptTLSConnectionBytes, saturating at a quarter of math.MaxInt64
+// so that the budget's sum cannot overflow; 0 for a negative bound
+// (Validate says so). It is counted whatever the configured scrape
+// settings: any pod can choose HTTPS with its prometheus.io/scheme
+// annotation, verified against the system's roots without --scrape-ca-file.
+func (o *Options) keptTLSConnectionsWorstCase() int64 {
+	const most = math.MaxInt64 / 4 / scrape.KeptTLSConnectionBytes
+	return min(int64(max(0, o.ScrapeTLS.MaxKeptConnections)), most) * scrape.KeptTLSConnectionBytes
 }
 
 // forecastHistoriesWorstCase is the heap the forecast's demand histories can
@@ -516,6 +537,8 @@ func (o *Options) Config() (*server.Config, error) {
 			RequestGzip:          o.ScrapeGzip,
 			Servers:              servers,
 			TLS:                  o.ScrapeTLS.config(),
+
+			MaxKeptTLSConnections: o.ScrapeTLS.MaxKeptConnections,
 		},
 		ServerScrape:            o.serverScrape,
 		MaxAge:                  o.MaxAge,

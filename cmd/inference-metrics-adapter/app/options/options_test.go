@@ -159,9 +159,10 @@ func TestMemoryBudgetRefusesOversizedBuffers(t *testing.T) {
 		{name: "no limit", args: []string{"--max-body-size=1073741824"}, limit: math.MaxInt64},
 		{name: "old defaults under the chart's limit", args: []string{"--scrape-concurrency=64", "--max-body-size=16777216"}, limit: chartLimit,
 			wantErr: "(--scrape-concurrency 64 + --first-scrape-concurrency 4) x --max-body-size 16777216 = 1140850688 bytes"},
-		// (60 + 4) x 3944304 + 10000 forecast histories x 1600 = 268435456.
-		{name: "exactly half", args: []string{"--scrape-concurrency=60", "--max-body-size=3944304"}, limit: chartLimit},
-		{name: "one byte over half", args: []string{"--scrape-concurrency=60", "--max-body-size=3944305"}, limit: chartLimit,
+		// (60 + 4) x 3944304 + 10000 forecast histories x 1600 = 268435456,
+		// no kept TLS connection.
+		{name: "exactly half", args: []string{"--scrape-concurrency=60", "--max-body-size=3944304", "--scrape-max-kept-tls-connections=0"}, limit: chartLimit},
+		{name: "one byte over half", args: []string{"--scrape-concurrency=60", "--max-body-size=3944305", "--scrape-max-kept-tls-connections=0"}, limit: chartLimit,
 			wantErr: "more than half of the memory limit of 536870912 bytes"},
 	}
 	for _, tc := range cases {

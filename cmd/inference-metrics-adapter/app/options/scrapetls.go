@@ -25,6 +25,9 @@ type ScrapeTLSOptions struct {
 	TokenToHostNetwork bool
 	ClientCertFile     string
 	ClientKeyFile      string
+	// MaxKeptConnections bounds the HTTPS scrape connections kept for the
+	// next scrape, over all targets (scrape.Config.MaxKeptTLSConnections).
+	MaxKeptConnections int
 }
 
 func (s *ScrapeTLSOptions) addFlags(fs *pflag.FlagSet) {
@@ -34,11 +37,12 @@ func (s *ScrapeTLSOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.TokenToHostNetwork, "scrape-token-to-host-network", s.TokenToHostNetwork, "Also send the bearer token to host-network pods that ask for it. Off: such a pod's scrape fails, since any process of its node could listen on its address.")
 	fs.StringVar(&s.ClientCertFile, "scrape-client-cert-file", s.ClientCertFile, "PEM client certificate presented to HTTPS targets that ask for one (mTLS), reloaded when it changes. Needs --scrape-client-key-file.")
 	fs.StringVar(&s.ClientKeyFile, "scrape-client-key-file", s.ClientKeyFile, "PEM private key of --scrape-client-cert-file, reloaded when it changes.")
+	fs.IntVar(&s.MaxKeptConnections, "scrape-max-kept-tls-connections", s.MaxKeptConnections, "Most HTTPS scrape connections kept open for the next scrape, over all targets (one per pod at most), about 80 KiB each: the start-up memory check counts them, whether or not any pod is scraped over HTTPS (any pod can ask for it with prometheus.io/scheme: https). A pod past it has its connection closed after each scrape, so each of its scrapes pays a TLS handshake (a resumed session where the server allows: several times the CPU of a scrape on a kept connection). 0 keeps none. Plain HTTP connections are not bounded.")
 }
 
 // validate lists every problem: a certificate without its key (or a key
-// without its certificate), files that cannot be read or parsed, and
-// contradictory settings.
+// without its certificate), files that cannot be read or parsed,
+// contradictory settings and a negative bound of kept connections.
 func (s *ScrapeTLSOptions) validate() []error {
 	var errs []error
 	if s.InsecureSkipVerify && s.CAFile != "" {
@@ -46,6 +50,9 @@ func (s *ScrapeTLSOptions) validate() []error {
 	}
 	if s.TokenToHostNetwork && s.BearerTokenFile == "" {
 		errs = append(errs, fmt.Errorf("--scrape-token-to-host-network needs --scrape-bearer-token-file"))
+	}
+	if s.MaxKeptConnections < 0 {
+		errs = append(errs, fmt.Errorf("--scrape-max-kept-tls-connections must not be negative, got %d", s.MaxKeptConnections))
 	}
 	if s.ClientCertFile != "" && s.ClientKeyFile == "" {
 		errs = append(errs, fmt.Errorf("--scrape-client-cert-file needs --scrape-client-key-file"))
