@@ -177,7 +177,9 @@ func (e *env) setup(ctx context.Context, o options, say func(string, ...any)) er
 		"--max-age=" + (3 * o.interval).String(),
 	}
 	if e.pki != nil {
-		args = append(args, "--scrape-ca-file="+e.pki.caFile)
+		// Every pod keeps its TLS connection, as in the measured runs
+		// (docs/performance.md); --adapter-args, later, may set another bound.
+		args = append(args, "--scrape-ca-file="+e.pki.caFile, fmt.Sprintf("--scrape-max-kept-tls-connections=%d", o.pods))
 	}
 	say("starting the adapter (%s %s)", strings.Join(args, " "), strings.Join(o.adapterArgs, " "))
 	e.adapter, err = framework.StartAdapter(ctx, e.cp, framework.AdapterConfig{
