@@ -200,6 +200,12 @@ func startLoad(t *testing.T, url string, rate float64, d time.Duration, maxInFli
 // startLoadFor is startLoad with requests for the named model.
 func startLoadFor(t *testing.T, url, model string, rate float64, d time.Duration, maxInFlight int) *load {
 	t.Helper()
+	return startLoadOutput(t, url, model, 32, rate, d, maxInFlight)
+}
+
+// startLoadOutput is startLoadFor with requests of output tokens each.
+func startLoadOutput(t *testing.T, url, model string, output int, rate float64, d time.Duration, maxInFlight int) *load {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{start: time.Now(), cancel: cancel, done: make(chan struct{})}
 	cfg := loadgen.Config{
@@ -208,7 +214,7 @@ func startLoadFor(t *testing.T, url, model string, rate float64, d time.Duration
 		Endpoint:       loadgen.EndpointCompletions,
 		Schedule:       []loadgen.Phase{{Rate: rate, Duration: d}},
 		PromptLen:      loadgen.Fixed{N: 64},
-		OutputLen:      loadgen.Fixed{N: 32},
+		OutputLen:      loadgen.Fixed{N: output},
 		Seed:           1,
 		TimeScale:      1,
 		MaxInFlight:    maxInFlight,
