@@ -94,9 +94,8 @@ const (
 // for 4 replicas, not the 5 a burst needs; only I > 3 (8 + 1.645·√(8·I) >
 // 16) keeps 5. With the open requests capped, arrivals follow completions,
 // so the arrivals' dispersion is the throughput's: with requests of one
-// length, a burst 2.5 times the baseline's demand gives I of about 3 over
-// the window (the CI machine measured 1.6 after the first burst, the margin
-// gone when the pods run slowly), while the burst's short requests make its
+// length, a burst 2.5 times the baseline's demand gave I from 1.6 (the CI
+// machine, after the first burst: too little) to 22 (a local run), while the burst's short requests make its
 // arrivals several times the baseline's and I far above 3 (55 to 135 at
 // the second burst in three runs on a 2-core machine), on a slow machine too. So the recipe may be
 // short at the first burst, and the test
