@@ -65,19 +65,25 @@ type endpoint struct {
 }
 
 // connSlots counts the endpoints holding a kept connection against a
-// bound shared by all targets.
+// bound shared by all targets. Its counts are the self-metrics
+// scrape_kept_tls_connections and scrape_tls_connections_not_kept_total,
+// read when the metrics are gathered.
 type connSlots struct {
 	max  int64
 	held atomic.Int64
+	// full counts the acquires refused because every slot was held: the
+	// connections closed after their scrape only because of the bound.
+	full atomic.Uint64
 }
 
 func newConnSlots(n int) *connSlots { return &connSlots{max: int64(n)} }
 
-// acquire takes a slot, if one is free.
+// acquire takes a slot, if one is free, and counts the refusal otherwise.
 func (s *connSlots) acquire() bool {
 	for {
 		n := s.held.Load()
 		if n >= s.max {
+			s.full.Add(1)
 			return false
 		}
 		if s.held.CompareAndSwap(n, n+1) {

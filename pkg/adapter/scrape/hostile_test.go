@@ -122,7 +122,7 @@ func TestParseErrorReasons(t *testing.T) {
 // TestRejectedSamplesCounted exports Page.Rejected by reason.
 func TestRejectedSamplesCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	met, err := newMetrics(reg)
+	met, err := newMetrics(reg, newConnSlots(DefaultMaxKeptTLSConnections))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,14 +111,15 @@ func NewManager(cfg Config, sink Sink, reg prometheus.Registerer) (*Manager, err
 	if err != nil {
 		return nil, fmt.Errorf("scrape credentials: %w", err)
 	}
-	met, err := newMetrics(reg)
+	tlsSlots := newConnSlots(cfg.MaxKeptTLSConnections)
+	met, err := newMetrics(reg, tlsSlots)
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager{
 		cfg:          cfg,
 		creds:        creds,
-		tlsSlots:     newConnSlots(cfg.MaxKeptTLSConnections),
+		tlsSlots:     tlsSlots,
 		sink:         sink,
 		get:          (*worker).get,
 		metrics:      met,

@@ -22,9 +22,17 @@ type metrics struct {
 	// rejected holds its child of each parse.Reject.
 	rejectedVec *prometheus.CounterVec
 	rejected    [parse.NumRejects]prometheus.Counter
+	// keptTLS, maxKeptTLS and notKeptTLS read tlsSlots' counts when
+	// gathered: nothing on the scrape's path but tlsSlots' atomics.
+	keptTLS    prometheus.GaugeFunc
+	maxKeptTLS prometheus.GaugeFunc
+	notKeptTLS prometheus.CounterFunc
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics makes a Manager's self-metrics, those of the kept HTTPS
+// connections read from tlsSlots, and registers them into reg (nil: not
+// registered).
+func newMetrics(reg prometheus.Registerer, tlsSlots *connSlots) (*metrics, error) {
 	const ns = "inference_metrics_adapter"
 	m := &metrics{
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -58,6 +66,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name:      "rejected_samples_total",
 			Help:      "Sample values of scraped pages refused by the parser, by reason (non_finite, negative, above_one); the page's other values are kept.",
 		}, []string{"reason"}),
+		keptTLS: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: ns,
+			Name:      "scrape_kept_tls_connections",
+			Help:      "HTTPS scrape connections kept for the next scrape now, over all targets (a target's counts while its scrape runs too); at most scrape_max_kept_tls_connections.",
+		}, func() float64 { return float64(tlsSlots.held.Load()) }),
+		maxKeptTLS: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: ns,
+			Name:      "scrape_max_kept_tls_connections",
+			Help:      "The bound on kept HTTPS scrape connections over all targets (--scrape-max-kept-tls-connections).",
+		}, func() float64 { return float64(tlsSlots.max) }),
+		notKeptTLS: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: ns,
+			Name:      "scrape_tls_connections_not_kept_total",
+			Help:      "HTTPS scrapes whose connection could have been kept but was closed because scrape_max_kept_tls_connections were kept already; the target's next scrape pays a TLS handshake.",
+		}, func() float64 { return float64(tlsSlots.full.Load()) }),
 	}
 	for _, r := range Reasons() {
 		m.failures.WithLabelValues(r) // every reason is visible from the start, at 0
@@ -68,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.scrapes, m.failures, m.bytes, m.targets, m.rejectedVec} {
+	for _, c := range []prometheus.Collector{m.duration, m.scrapes, m.failures, m.bytes, m.targets, m.rejectedVec, m.keptTLS, m.maxKeptTLS, m.notKeptTLS} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering scrape metrics: %w", err)
 		}

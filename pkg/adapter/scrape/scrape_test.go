@@ -269,6 +269,9 @@ func TestNewManagerRegistersMetrics(t *testing.T) {
 		"inference_metrics_adapter_scrape_targets",
 		"inference_metrics_adapter_scrapes_total",
 		"inference_metrics_adapter_rejected_samples_total",
+		"inference_metrics_adapter_scrape_kept_tls_connections",
+		"inference_metrics_adapter_scrape_max_kept_tls_connections",
+		"inference_metrics_adapter_scrape_tls_connections_not_kept_total",
 	}
 	wantSeries := len(want) - 2 + len(Reasons()) + int(parse.NumRejects)
 	if n, err := testutil.GatherAndCount(reg, want...); err != nil || n != wantSeries {
