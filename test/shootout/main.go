@@ -61,6 +61,7 @@ type config struct {
 	repeats        int      // runs of every policy on every trace
 	seed           uint64   // of the run order; 0: from the clock
 	merge          []string // --render: summary files to merge
+	sideBySide     int      // runs at once, each on its own node (slot)
 }
 
 func main() {
@@ -197,30 +198,47 @@ func run(ctx context.Context, cfg config) (err error) {
 			rep.Order = append(rep.Order, fmt.Sprintf("%s#%d", pols[slot.Policy].Name, slot.Repeat))
 		}
 		say("trace %s: %d runs (%d policies × %d repeats), order from seed %d: %s", t.name, len(order), len(pols), cfg.repeats, cfg.seed, strings.Join(rep.Order, " "))
-		for i, slot := range order {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		if cfg.sideBySide > 1 {
+			say("trace %s: up to %d runs side by side, each on its own node (%s)", t.name, cfg.sideBySide, strings.Join(slotNodes(cfg.sideBySide), ", "))
+		}
+		scoring := rep.scoring()
+		do := func(ctx context.Context, i, slot int) (runResult, error) {
+			rs := order[i]
+			p := pols[rs.Policy]
+			runSay := say
+			if cfg.sideBySide > 1 {
+				runSay = func(format string, args ...any) { say("[%s] "+format, append([]any{slotNode(slot)}, args...)...) }
 			}
-			p := pols[slot.Policy]
 			runStart := time.Now()
-			res, err := runPolicy(ctx, e, cfg, tm, t.name, t.reqs, p, say)
+			res, err := runPolicy(ctx, e, cfg, tm, t.name, t.reqs, p, slot, runSay)
 			if err != nil {
-				return err
+				return res, err
 			}
-			res.Repeat, res.Order = slot.Repeat, i+1
-			res.Summary = summarize(p.Name, t.name, rep.scoring(), res.Records, res.Samples)
+			res.Repeat, res.Order = rs.Repeat, i+1
+			res.Summary = summarize(p.Name, t.name, scoring, res.Records, res.Samples)
 			res.Wall = time.Since(runStart)
+			return res, nil
+		}
+		done := func(i int, res runResult, pl placement) error {
+			rs := order[i]
+			p := pols[rs.Policy]
+			where := ""
+			if cfg.sideBySide > 1 {
+				res.Slot, res.Node, res.Beside = pl.Slot+1, slotNode(pl.Slot), pl.Beside
+				where = fmt.Sprintf(" [%s, at most %d beside it]", res.Node, res.Beside)
+			}
 			s := res.Summary
-			say("%s #%d on %s (run %d of %d): after the %s warm-up attainment %.1f%% (TTFT %.1f%%, TPOT %.1f%%) on %.2f GPU-hours; whole trace %.1f%% on %.2f; %d failed (%d refused), %d scale events (%s wall)",
-				p.Name, slot.Repeat, t.name, i+1, len(order), cfg.warmup, 100*s.AfterWarmup.Attainment, 100*s.AfterWarmup.TTFTAttainment, 100*s.AfterWarmup.TPOTAttainment,
+			say("%s #%d on %s (run %d of %d)%s: after the %s warm-up attainment %.1f%% (TTFT %.1f%%, TPOT %.1f%%) on %.2f GPU-hours; whole trace %.1f%% on %.2f; %d failed (%d refused), %d scale events (%s wall)",
+				p.Name, rs.Repeat, t.name, i+1, len(order), where, cfg.warmup, 100*s.AfterWarmup.Attainment, 100*s.AfterWarmup.TTFTAttainment, 100*s.AfterWarmup.TPOTAttainment,
 				s.AfterWarmup.GPUHours, 100*s.Attainment, s.ReplicaHours, s.Failed, s.Refused, s.ScaleEvents, res.Wall.Round(time.Second))
 			if h := heldText(s); h != "" {
-				say("%s #%d: desired above every metric's recommendation (held by the scale-down window) after the warm-up in %s", p.Name, slot.Repeat, h)
+				say("%s #%d: desired above every metric's recommendation (held by the scale-down window) after the warm-up in %s", p.Name, rs.Repeat, h)
 			}
-			rep.Runs = append(rep.Runs, res)
-			if err := rep.write(cfg.out, t.reqs); err != nil {
-				return err
-			}
+			rep.Runs = insertByOrder(rep.Runs, res)
+			return rep.write(cfg.out, t.reqs)
+		}
+		if err := schedule(ctx, len(order), cfg.sideBySide, do, done, nil); err != nil {
+			return err
 		}
 		fmt.Println(rep.markdown())
 	}

@@ -54,6 +54,7 @@ type options struct {
 	sweeps      []string
 	probeFile   string
 	merge       []string
+	sideBySide  int
 }
 
 func newOptions() *options {
@@ -70,6 +71,7 @@ func newOptions() *options {
 		pick:        pickLeastLoaded,
 		out:         "shootout-out",
 		repeats:     3,
+		sideBySide:  1,
 	}
 }
 
@@ -106,6 +108,7 @@ func (o *options) flags() cliflag.NamedFlagSets {
 	fs.IntVar(&o.repeats, "repeats", o.repeats, "Runs of every policy on every trace, repeat by repeat, the policies of each repeat in a random order drawn from --seed; the report gives each figure's mean and 95% interval.")
 	fs.Uint64Var(&o.seed, "seed", o.seed, "Seed of the run order (0: drawn from the clock); the report records it, and the same seed gives the same order.")
 	fs.StringVar(&o.out, "out", o.out, "Directory for the report files.")
+	fs.IntVar(&o.sideBySide, "side-by-side", o.sideBySide, fmt.Sprintf("Up to this many runs at once, 1 to %d, started in the run order as slots free, each in its own namespace on its own modelled node of %d GPUs with its own gpu-agent, replay client and sampler; the report records each run's node and how many ran beside it. 1 runs one at a time. At most %d: every slot's simulators, replay client and sampler share the machine's CPUs, and at the default ×15 a millisecond waiting for a CPU is 15 ms of simulated latency, so check that attainment moves by less than the repeat noise before trusting more than 1.", maxSideBySide, framework.FakeGPUs, maxSideBySide))
 	fs.BoolVar(&o.render, "render", o.render, "Run nothing: from the JSON and requests CSV already in --out, recompute each policy's summary, rewrite the report files (JSON, CSV, SVG, summary, frontier) and print the tables; with --merge, from summary files instead.")
 	fs.StringSliceVar(&o.merge, "merge", o.merge, "With --render: summary files (<trace>-summary.json, from one or several runs, e.g. parts run on different days), comma-separated or repeated, to merge by trace into the points, intervals and frontier chart written in --out.")
 	return fss
@@ -155,7 +158,7 @@ func (o *options) config(getenv func(string) string) (config, error) {
 		warmup: o.warmup, rateScale: o.rateScale, slo: o.slo, minReplicas: o.minReplicas, maxReplicas: o.maxReplicas,
 		pick: o.pick, out: o.out, model: p.Model, maxNumSeqs: p.MaxNumSeqs, maxModelLen: p.MaxModelLen,
 		maxInFlight: 20000, requestTimeout: 30 * time.Minute, render: o.render, capacitySLO: o.capacitySLO,
-		repeats: o.repeats, seed: o.seed, merge: o.merge,
+		repeats: o.repeats, seed: o.seed, merge: o.merge, sideBySide: o.sideBySide,
 	}
 	if cfg.capacitySLO == "" {
 		cfg.capacitySLO = defaultCapacitySLO(cfg.slo)
@@ -184,6 +187,11 @@ func (o *options) config(getenv func(string) string) (config, error) {
 	}
 	if cfg.repeats < 1 || cfg.repeats > 100 {
 		errs = append(errs, fmt.Errorf("--repeats must be 1 to 100, got %d", cfg.repeats))
+	}
+	if cfg.sideBySide < 1 || cfg.sideBySide > maxSideBySide {
+		errs = append(errs, fmt.Errorf("--side-by-side must be 1 to %d, got %d", maxSideBySide, cfg.sideBySide))
+	} else if cfg.sideBySide > 1 && cfg.render {
+		errs = append(errs, errors.New("--side-by-side runs policies: it does not go with --render"))
 	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())

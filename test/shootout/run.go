@@ -47,8 +47,9 @@ type env struct {
 }
 
 // setUp builds the binaries, starts the control plane with the compressed
-// HPA sync period, the kubelet stand-in with sim-driven GPUs, the adapter
-// with the compressed scrape settings and a gpu-agent on the sim backend.
+// HPA sync period, the kubelet stand-in with sim-driven GPUs on one
+// modelled node per --side-by-side slot, the adapter with the compressed
+// scrape settings and a gpu-agent on the sim backend on every node.
 // It first refuses a policy whose forecast window cannot be compressed
 // (checkForecastWindows), before anything starts.
 func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any)) (e *env, err error) {
@@ -97,6 +98,22 @@ func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any))
 	if err := e.kubelet.UseSimGPUs(dir); err != nil {
 		return e, err
 	}
+	// Each further slot is a node of its own: its own GPUs, pod-resources
+	// socket and sim map, read by its own gpu-agent (the adapter believes
+	// an agent only about pods on its node, and an agent's fake NVML has
+	// the 8 GPUs of one node).
+	nodes := []string{slotNode(0)}
+	for slot := 1; slot < cfg.sideBySide; slot++ {
+		node := slotNode(slot)
+		nodeDir := filepath.Join(dir, "nodes", node)
+		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
+			return e, err
+		}
+		if err := e.kubelet.AddGPUNode(node, nodeDir); err != nil {
+			return e, err
+		}
+		nodes = append(nodes, node)
+	}
 	args := append(framework.AdapterArgs(),
 		"--scrape-interval="+tm.wall(tm.ScrapeInterval).String(),
 		"--scrape-timeout="+tm.wall(tm.ScrapeTimeout).String(),
@@ -111,7 +128,7 @@ func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any))
 	}); err != nil {
 		return e, fmt.Errorf("start adapter: %w", err)
 	}
-	if err := startGPUAgent(ctx, e.cp, tm); err != nil {
+	if err := startGPUAgents(ctx, e.cp, tm, len(nodes)); err != nil {
 		return e, err
 	}
 	return e, nil
@@ -138,9 +155,10 @@ func (e *env) tearDown() error {
 	return err
 }
 
-// startGPUAgent runs the gpu-agent as its DaemonSet would: in the adapter's
-// namespace, owned by a DaemonSet, on the node, on the sim backend.
-func startGPUAgent(ctx context.Context, cp *framework.ControlPlane, tm timing) error {
+// startGPUAgents runs the gpu-agent as its DaemonSet would: in the
+// adapter's namespace, owned by a DaemonSet, one pod on each of the slots'
+// nodes, on the sim backend.
+func startGPUAgents(ctx context.Context, cp *framework.ControlPlane, tm timing, slots int) error {
 	c := cp.Client
 	ns := framework.AdapterNamespace
 	key, value, _ := strings.Cut(framework.GPUAgentLabel, "=")
@@ -165,26 +183,31 @@ func startGPUAgent(ctx context.Context, cp *framework.ControlPlane, tm timing) e
 	if err != nil {
 		return fmt.Errorf("create gpu-agent DaemonSet: %w", err)
 	}
-	podSpec := *spec.DeepCopy()
-	podSpec.NodeName = framework.NodeName
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            "gpu-agent-node",
-			Labels:          lbls,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))},
-		},
-		Spec: podSpec,
-	}
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create gpu-agent pod: %w", err)
-	}
-	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
+	for slot := range slots {
+		podSpec := *spec.DeepCopy()
+		podSpec.NodeName = slotNode(slot)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            slotAgentPod(slot),
+				Labels:          lbls,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))},
+			},
+			Spec: podSpec,
 		}
-		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", nil
-	})
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create gpu-agent pod on node %s: %w", podSpec.NodeName, err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", nil
+		}); err != nil {
+			return fmt.Errorf("gpu-agent pod on node %s not running: %w", podSpec.NodeName, err)
+		}
+	}
+	return nil
 }
 
 // simArgs are the flags of every replica: the calibrated profile, the
@@ -199,12 +222,12 @@ func simArgs(tm timing) []string {
 }
 
 // deployment is the fleet: replicas of the simulator, each holding one
-// GPU, bound to the node, Ready when /health answers (after the cold start).
-func deployment(replicas int32, tm timing, maxNumSeqs int) *appsv1.Deployment {
+// GPU, bound to node, Ready when /health answers (after the cold start).
+func deployment(replicas int32, tm timing, maxNumSeqs int, node string) *appsv1.Deployment {
 	d := framework.SimDeployment(deploymentName, replicas, simArgs(tm))
 	tmpl := &d.Spec.Template
 	tmpl.Annotations = map[string]string{"inference-metrics-adapter/max-batch-size": fmt.Sprint(maxNumSeqs)}
-	tmpl.Spec.NodeName = framework.NodeName
+	tmpl.Spec.NodeName = node
 	grace := int64(tm.TerminationGrace.Seconds())
 	tmpl.Spec.TerminationGracePeriodSeconds = &grace
 	c := &tmpl.Spec.Containers[0]
@@ -218,8 +241,15 @@ type runResult struct {
 	Policy policy `json:"policy"`
 	// Repeat is which repeat of the policy this is (from 1); Order its
 	// place in the trace's run order (from 1).
-	Repeat  int                                    `json:"repeat,omitempty"`
-	Order   int                                    `json:"order,omitempty"`
+	Repeat int `json:"repeat,omitempty"`
+	Order  int `json:"order,omitempty"`
+	// With --side-by-side above 1: Slot is the slot it ran on (from 1),
+	// Node that slot's modelled node, and Beside the most other runs in
+	// flight at once while it ran (absent: 0, it ran alone). All absent
+	// when runs went one at a time.
+	Slot    int                                    `json:"slot,omitempty"`
+	Node    string                                 `json:"node,omitempty"`
+	Beside  int                                    `json:"beside,omitempty"`
 	HPA     *autoscalingv2.HorizontalPodAutoscaler `json:"hpa,omitempty"`
 	Records []Record                               `json:"-"`
 	Samples []Sample                               `json:"samples"`
@@ -228,12 +258,13 @@ type runResult struct {
 }
 
 // runPolicy replays reqs against a fresh fleet sized by p, in a namespace
-// of its own, and deletes the namespace afterwards, waiting until its pods
-// are gone so that the next run starts from the same empty node.
-func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName string, reqs []loadgen.TraceRequest, p policy, say func(string, ...any)) (res runResult, err error) {
+// of its own on slot's node, and deletes the namespace afterwards, waiting
+// until its pods are gone so that the slot's next run starts from the
+// same empty node.
+func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName string, reqs []loadgen.TraceRequest, p policy, slot int, say func(string, ...any)) (res runResult, err error) {
 	c := e.cp.Client
 	res.Policy = p
-	ns := "shootout-" + p.Name
+	ns := slotNamespace(p.Name, slot)
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return res, fmt.Errorf("create namespace %s: %w", ns, err)
 	}
@@ -248,7 +279,7 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	case p.Spec != nil && p.Spec.MinReplicas != nil:
 		start = *p.Spec.MinReplicas
 	}
-	d := deployment(start, tm, cfg.maxNumSeqs)
+	d := deployment(start, tm, cfg.maxNumSeqs, slotNode(slot))
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return res, fmt.Errorf("create deployment: %w", err)
 	}

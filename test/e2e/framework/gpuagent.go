@@ -49,7 +49,8 @@ const defaultGPUAgentPort = 9410
 // GPUResource, and serves the allocations on a real pod-resources gRPC
 // server, as the device plugin and the kubelet do together.
 type gpuDevices struct {
-	srv *podresourcestest.Server
+	node string // the node's name, for messages
+	srv  *podresourcestest.Server
 	// profile is the fake NVML profile the node's agent runs, which names
 	// the GPUs' UUIDs; mapFile, for the "sim" profile, is where the
 	// UUID -> simulator URL map is written (see UseSimGPUs).
@@ -63,13 +64,13 @@ type gpuDevices struct {
 	urls map[string]string                       // the pod's server URL by namespace/name
 }
 
-// startGPUDevices serves the pod-resources API on dir/kubelet.sock.
-func startGPUDevices(dir string) (*gpuDevices, error) {
+// startGPUDevices serves node's pod-resources API on dir/kubelet.sock.
+func startGPUDevices(node, dir string) (*gpuDevices, error) {
 	srv, err := podresourcestest.Start(filepath.Join(dir, "kubelet.sock"))
 	if err != nil {
-		return nil, fmt.Errorf("kubelet stand-in: pod-resources server: %w", err)
+		return nil, fmt.Errorf("kubelet stand-in: node %s: pod-resources server: %w", node, err)
 	}
-	g := &gpuDevices{srv: srv, profile: FakeGPUProfile, held: map[string]*podresourcesv1.PodResources{}, idx: map[string][]int{}, urls: map[string]string{}}
+	g := &gpuDevices{node: node, srv: srv, profile: FakeGPUProfile, held: map[string]*podresourcesv1.PodResources{}, idx: map[string][]int{}, urls: map[string]string{}}
 	for i := range FakeGPUs {
 		g.free = append(g.free, i)
 	}
@@ -108,7 +109,7 @@ func (g *gpuDevices) allocate(key string, pod *corev1.Pod, url string) ([]string
 		return nil, fmt.Errorf("kubelet stand-in: pod %s already holds GPUs", key)
 	}
 	if total > len(g.free) {
-		return nil, fmt.Errorf("kubelet stand-in: pod %s requests %d %s, %d of %d free", key, total, GPUResource, len(g.free), FakeGPUs)
+		return nil, fmt.Errorf("kubelet stand-in: pod %s requests %d %s, %d of node %s's %d free", key, total, GPUResource, len(g.free), g.node, FakeGPUs)
 	}
 	pr := &podresourcesv1.PodResources{Namespace: pod.Namespace, Name: pod.Name}
 	var uuids []string
@@ -152,7 +153,7 @@ func (g *gpuDevices) release(key string) {
 	delete(g.idx, key)
 	delete(g.urls, key)
 	if err := g.publishLocked(); err != nil {
-		klog.ErrorS(err, "kubelet stand-in: publish GPU allocations", "pod", key)
+		klog.ErrorS(err, "kubelet stand-in: publish GPU allocations", "pod", key, "node", g.node)
 	}
 }
 

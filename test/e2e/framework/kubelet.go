@@ -55,7 +55,10 @@ const defaultSimPort = 8000
 // After EnableGPUs the node also has FakeGPUs fake GPUs: a pod whose
 // containers request GPUResource gets that many before its process starts,
 // and the allocations are served on a pod-resources socket that gpu-agent
-// pods are pointed at.
+// pods are pointed at. AddGPUNode models further nodes, each with its own
+// FakeGPUs GPUs and socket; a pod bound to one (spec.nodeName) takes that
+// node's GPUs, and a gpu-agent pod bound to one reads that node's socket.
+// Pods bound to NodeName or to no node take the first node's.
 type Kubelet struct {
 	client kubernetes.Interface
 	logDir string
@@ -65,9 +68,10 @@ type Kubelet struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	runners map[string]podRunner // by image
-	gpus    *gpuDevices          // nil until EnableGPUs
-	pods    map[string]*simPod   // by namespace/name
+	runners map[string]podRunner   // by image
+	gpus    *gpuDevices            // NodeName's; nil until EnableGPUs
+	nodes   map[string]*gpuDevices // AddGPUNode's, by node name
+	pods    map[string]*simPod     // by namespace/name
 	nextIP  int
 }
 
@@ -79,10 +83,10 @@ type podRunner struct {
 	// listenFlag is the flag the binary takes its listen address by.
 	listenFlag  string
 	defaultPort int32
-	// extraArgs follow the container's args and the listen flag.
-	extraArgs []string
-	// env precedes the container's literal env values.
-	env []string
+	// gpuAgent: the binary is the gpu-agent, given its node's
+	// pod-resources socket after the listen flag and, on the sim
+	// backend, the node's GPU map in the environment.
+	gpuAgent bool
 }
 
 type simPod struct {
@@ -168,16 +172,65 @@ func (k *Kubelet) EnableGPUs(agentBin, dir string) error {
 	if k.gpus != nil {
 		return errors.New("kubelet stand-in: GPUs already enabled")
 	}
-	gpus, err := startGPUDevices(dir)
+	gpus, err := startGPUDevices(NodeName, dir)
 	if err != nil {
 		return err
 	}
 	k.gpus = gpus
 	k.runners[GPUAgentImage] = podRunner{
-		binary: agentBin, name: "gpu-agent", listenFlag: "--listen-address", defaultPort: defaultGPUAgentPort,
-		extraArgs: []string{"--pod-resources-socket=" + gpus.socket()},
+		binary: agentBin, name: "gpu-agent", listenFlag: "--listen-address", defaultPort: defaultGPUAgentPort, gpuAgent: true,
 	}
 	return nil
+}
+
+// AddGPUNode models another node, name, with FakeGPUs GPUs of its own,
+// like NodeName's (on the sim backend too, after UseSimGPUs, with its own
+// map file dir/sim-gpus.json), its allocations served on dir/kubelet.sock.
+// Pods bound to name take its GPUs; a gpu-agent pod bound to name reads
+// its socket, as a DaemonSet's pod on that node would. Call it after
+// EnableGPUs (and UseSimGPUs), with a dir of its own.
+func (k *Kubelet) AddGPUNode(name, dir string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.gpus == nil:
+		return errors.New("kubelet stand-in: AddGPUNode before EnableGPUs")
+	case name == "" || name == NodeName || k.nodes[name] != nil:
+		return fmt.Errorf("kubelet stand-in: node name %q is empty or taken", name)
+	}
+	g, err := startGPUDevices(name, dir)
+	if err != nil {
+		return err
+	}
+	k.gpus.mu.Lock()
+	g.profile = k.gpus.profile
+	sim := k.gpus.mapFile != ""
+	k.gpus.mu.Unlock()
+	if sim {
+		g.mapFile = filepath.Join(dir, "sim-gpus.json")
+		if err := g.publishLocked(); err != nil {
+			g.close()
+			return err
+		}
+	}
+	if k.nodes == nil {
+		k.nodes = map[string]*gpuDevices{}
+	}
+	k.nodes[name] = g
+	return nil
+}
+
+// nodeGPUs returns the GPUs of the node a pod is bound to: NodeName's for
+// NodeName or no node, nil before EnableGPUs, and an error for a node the
+// stand-in does not model; k.mu is held.
+func (k *Kubelet) nodeGPUs(node string) (*gpuDevices, error) {
+	if k.gpus == nil || node == "" || node == NodeName {
+		return k.gpus, nil
+	}
+	if g, ok := k.nodes[node]; ok {
+		return g, nil
+	}
+	return nil, fmt.Errorf("kubelet stand-in: no node %q with GPUs (AddGPUNode)", node)
 }
 
 // UseSimGPUs makes the node's fake GPUs follow the simulators that hold
@@ -199,11 +252,11 @@ func (k *Kubelet) UseSimGPUs(dir string) error {
 	if len(g.held) > 0 {
 		return errors.New("kubelet stand-in: UseSimGPUs after GPUs were allocated")
 	}
+	if len(k.nodes) > 0 {
+		return errors.New("kubelet stand-in: UseSimGPUs after AddGPUNode")
+	}
 	g.profile = nvml.FakeSimProfile
 	g.mapFile = filepath.Join(dir, "sim-gpus.json")
-	r := k.runners[GPUAgentImage]
-	r.env = append(r.env, nvml.FakeSimGPUsEnv+"="+g.mapFile)
-	k.runners[GPUAgentImage] = r
 	return g.publishLocked()
 }
 
@@ -220,6 +273,9 @@ func (k *Kubelet) Stop() error {
 	}
 	if k.gpus != nil {
 		k.gpus.close()
+	}
+	for _, g := range k.nodes {
+		g.close()
 	}
 	return errors.Join(errs...)
 }
@@ -446,8 +502,12 @@ func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod, ru
 	}
 	c := pod.Spec.Containers[0]
 	port := containerPort(c, runner.defaultPort)
+	gpus, err := k.nodeGPUs(pod.Spec.NodeName)
+	if err != nil {
+		k.mu.Unlock()
+		return nil, err
+	}
 	ip, err := k.allocateIP(port)
-	gpus := k.gpus
 	k.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -459,8 +519,15 @@ func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod, ru
 		}
 	}
 	args := append(append([]string{}, c.Args...), runner.listenFlag+"="+net.JoinHostPort(ip, strconv.Itoa(int(port))))
-	args = append(args, runner.extraArgs...)
-	env := append([]string{}, runner.env...)
+	var env []string
+	if runner.gpuAgent {
+		args = append(args, "--pod-resources-socket="+gpus.socket())
+		gpus.mu.Lock()
+		if gpus.mapFile != "" {
+			env = append(env, nvml.FakeSimGPUsEnv+"="+gpus.mapFile)
+		}
+		gpus.mu.Unlock()
+	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
 			env = append(env, e.Name+"="+e.Value)
@@ -489,13 +556,19 @@ func (k *Kubelet) ensureSim(ctx context.Context, key string, pod *corev1.Pod, ru
 	return sp, nil
 }
 
-// releaseGPUs returns key's GPUs, if any, to the node.
+// releaseGPUs returns key's GPUs, if any, to their node.
 func (k *Kubelet) releaseGPUs(key string) {
 	k.mu.Lock()
-	gpus := k.gpus
+	var nodes []*gpuDevices
+	if k.gpus != nil {
+		nodes = append(nodes, k.gpus)
+	}
+	for _, g := range k.nodes {
+		nodes = append(nodes, g)
+	}
 	k.mu.Unlock()
-	if gpus != nil {
-		gpus.release(key)
+	for _, g := range nodes {
+		g.release(key)
 	}
 }
 
