@@ -644,10 +644,11 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 }
 
 // hpaPolicy is the policy of an HPA object: named after the HPA, or after
-// the namespace shootout-NAME for one of the shootout's own.
+// the namespace for one of the shootout's own (shootout-NAME, or
+// shootoutK-NAME from slot K of --side-by-side: slotNamespace).
 func hpaPolicy(h autoscalingv2.HorizontalPodAutoscaler, path string) policy {
 	name := h.Name
-	if n, ok := strings.CutPrefix(h.Namespace, "shootout-"); ok {
+	if n, ok := policyOfNamespace(h.Namespace); ok {
 		name = n
 	}
 	spec := h.Spec.DeepCopy()
@@ -699,4 +700,26 @@ func family(p policy) string {
 		out = append(out, f)
 	}
 	return strings.Join(out, "+")
+}
+
+// policyOfNamespace is the policy name in one of the shootout's namespaces
+// (slotNamespace's inverse): NAME of shootout-NAME or shootoutK-NAME, K a
+// slot number from 2.
+func policyOfNamespace(ns string) (string, bool) {
+	rest, ok := strings.CutPrefix(ns, "shootout")
+	if !ok {
+		return "", false
+	}
+	digits := 0
+	for digits < len(rest) && rest[digits] >= '0' && rest[digits] <= '9' {
+		digits++
+	}
+	if digits > 0 && (rest[0] == '0' || rest[:digits] == "1") {
+		return "", false // slot 1 is shootout-NAME
+	}
+	name, ok := strings.CutPrefix(rest[digits:], "-")
+	if !ok || name == "" {
+		return "", false
+	}
+	return name, true
 }

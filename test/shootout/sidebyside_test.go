@@ -337,3 +337,21 @@ func TestSideBySideFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyOfNamespace: an HPA handed back from any slot's namespace is
+// named after its policy; other namespaces are not read as one.
+func TestPolicyOfNamespace(t *testing.T) {
+	for _, name := range []string{"queue-3", "st-z1-w2m", "gpu-60"} {
+		for slot := 0; slot < maxSideBySide; slot++ {
+			ns := slotNamespace(name, slot)
+			if got, ok := policyOfNamespace(ns); !ok || got != name {
+				t.Errorf("policyOfNamespace(%q) = %q, %v; want %q", ns, got, ok, name)
+			}
+		}
+	}
+	for _, ns := range []string{"default", "shootout", "shootout-", "shootout1-x", "shootout02-x", "shootout2x", "myshootout-x"} {
+		if got, ok := policyOfNamespace(ns); ok {
+			t.Errorf("policyOfNamespace(%q) = %q, want none", ns, got)
+		}
+	}
+}
