@@ -5,6 +5,7 @@ package scrape
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +19,80 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// keptConns is the setup TestMaxKeptTLSConnections and
+// TestKeptTLSConnectionMetrics share: a CA file scrapers trust, a
+// certificate that CA issued for 127.0.0.1 (to serve HTTPS pages with), and
+// a plain HTTP page that counts the connections it accepts.
+type keptConns struct {
+	caFile     string
+	cert       tls.Certificate
+	plain      *httptest.Server
+	plainConns atomic.Int64
+}
+
+// newKeptConns writes the CA file and starts the plain HTTP page, which
+// closes when the test ends.
+func newKeptConns(t *testing.T) *keptConns {
+	t.Helper()
+	ca := newTestCA(t, "ca")
+	k := &keptConns{caFile: writeFile(t, t.TempDir(), "ca.pem", ca.pem)}
+	k.cert, _, _ = ca.issue(t, "p", false, "127.0.0.1")
+	k.plain = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(tlsPageBody))
+	}))
+	k.plain.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			k.plainConns.Add(1)
+		}
+	}
+	k.plain.Start()
+	t.Cleanup(k.plain.Close)
+	return k
+}
+
+// scraper builds a Manager that trusts k's CA and keeps at most bound
+// HTTPS connections over all targets (reg, when not nil, takes its
+// metrics), and n targets ns/p0 to ns/p<n-1>, all on url, each with its
+// endpoint. The endpoints are closed when the test ends; a test may close
+// them before (closing twice is harmless).
+func (k *keptConns) scraper(t *testing.T, bound int, reg prometheus.Registerer, url string, n int) (*Manager, []Target, []*endpoint) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.TLS = TLSConfig{CAFile: k.caFile}
+	cfg.MaxKeptTLSConnections = bound
+	m, err := NewManager(cfg, newRecordingSink(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := make([]Target, n)
+	eps := make([]*endpoint, n)
+	for i := range n {
+		ts[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)}, URL: url}
+		if eps[i], err = m.newEndpoint(ts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, ep := range eps {
+			ep.close()
+		}
+	})
+	return m, ts, eps
+}
+
+// scrapeRounds scrapes each of ts through its endpoint in eps, in order,
+// rounds times over.
+func scrapeRounds(t *testing.T, m *Manager, ts []Target, eps []*endpoint, rounds int) {
+	t.Helper()
+	for range rounds {
+		for i := range ts {
+			if _, err := m.scrapeOnce(context.Background(), m.workers, ts[i], eps[i], nil, true); err != nil {
+				t.Fatalf("scrape of %s: %v", ts[i].Pod, err)
+			}
+		}
+	}
+}
+
 // TestMaxKeptTLSConnections: Config.MaxKeptTLSConnections bounds the HTTPS
 // connections kept over all targets; a target past it dials (and
 // handshakes) for each scrape, a target that keeps one keeps it from one
@@ -25,22 +100,8 @@ import (
 // another. Plain HTTP connections are not bounded.
 func TestMaxKeptTLSConnections(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := newTestCA(t, "ca")
-	cert, _, _ := ca.issue(t, "p", false, "127.0.0.1")
-	page := newTLSPage(t, cert, nil, nil)
-	var plainConns atomic.Int64
-	plain := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(tlsPageBody))
-	}))
-	plain.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			plainConns.Add(1)
-		}
-	}
-	plain.Start()
-	t.Cleanup(plain.Close)
-	caFile := writeFile(t, dir, "ca.pem", ca.pem)
+	k := newKeptConns(t)
+	page := newTLSPage(t, k.cert, nil, nil)
 
 	const targets, rounds = 5, 3
 	cases := []struct {
@@ -58,34 +119,13 @@ func TestMaxKeptTLSConnections(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.TLS = TLSConfig{CAFile: caFile}
-			cfg.MaxKeptTLSConnections = tc.bound
-			m, err := NewManager(cfg, newRecordingSink(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			url, conns := plain.URL+"/metrics", &plainConns
+			url, conns := k.plain.URL+"/metrics", &k.plainConns
 			if tc.https {
 				url, conns = page.url(), &page.conns
 			}
 			conns0 := conns.Load()
-			eps := make([]*endpoint, targets)
-			ts := make([]Target, targets)
-			for i := range targets {
-				ts[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)}, URL: url}
-				if eps[i], err = m.newEndpoint(ts[i]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			for range rounds {
-				for i := range targets {
-					if _, err := m.scrapeOnce(ctx, m.workers, ts[i], eps[i], nil, true); err != nil {
-						t.Fatalf("scrape of %s: %v", ts[i].Pod, err)
-					}
-				}
-			}
+			m, ts, eps := k.scraper(t, tc.bound, nil, url, targets)
+			scrapeRounds(t, m, ts, eps, rounds)
 			if got := conns.Load() - conns0; got != tc.wantConns {
 				t.Errorf("%d connections accepted for %d scrapes, want %d", got, targets*rounds, tc.wantConns)
 			}
@@ -98,7 +138,7 @@ func TestMaxKeptTLSConnections(t *testing.T) {
 				eps[0].close()
 				last := targets - 1
 				for range 2 {
-					if _, err := m.scrapeOnce(ctx, m.workers, ts[last], eps[last], nil, true); err != nil {
+					if _, err := m.scrapeOnce(context.Background(), m.workers, ts[last], eps[last], nil, true); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -125,19 +165,12 @@ func TestMaxKeptTLSConnections(t *testing.T) {
 // Was missing: an operator could not see whether the bound was reached.
 func TestKeptTLSConnectionMetrics(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ca := newTestCA(t, "ca")
-	cert, _, _ := ca.issue(t, "p", false, "127.0.0.1")
-	kept := newTLSPage(t, cert, nil, nil)
-	closing := newTLSPage(t, cert, nil, func(w http.ResponseWriter, _ *http.Request) {
+	k := newKeptConns(t)
+	kept := newTLSPage(t, k.cert, nil, nil)
+	closing := newTLSPage(t, k.cert, nil, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Connection", "close")
 		_, _ = w.Write([]byte(tlsPageBody))
 	})
-	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(tlsPageBody))
-	}))
-	t.Cleanup(plain.Close)
-	caFile := writeFile(t, dir, "ca.pem", ca.pem)
 
 	const targets, rounds = 4, 3
 	cases := []struct {
@@ -154,18 +187,11 @@ func TestKeptTLSConnectionMetrics(t *testing.T) {
 		{name: "none kept", url: kept.url(), bound: 0, wantNotKept: targets * rounds},
 		{name: "the default", url: kept.url(), bound: DefaultMaxKeptTLSConnections, wantKept: targets},
 		{name: "the server closes its connections", url: closing.url(), bound: 0},
-		{name: "plain http is not bounded", url: plain.URL + "/metrics", bound: 0},
+		{name: "plain http is not bounded", url: k.plain.URL + "/metrics", bound: 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.TLS = TLSConfig{CAFile: caFile}
-			cfg.MaxKeptTLSConnections = tc.bound
-			reg := prometheus.NewRegistry()
-			m, err := NewManager(cfg, newRecordingSink(), reg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, ts, eps := k.scraper(t, tc.bound, prometheus.NewRegistry(), tc.url, targets)
 			check := func(when string, wantKept, wantNotKept float64) {
 				t.Helper()
 				if got := testutil.ToFloat64(m.metrics.keptTLS); got != wantKept {
@@ -179,22 +205,7 @@ func TestKeptTLSConnectionMetrics(t *testing.T) {
 				t.Errorf("scrape_max_kept_tls_connections %v, want %d", got, tc.bound)
 			}
 			check("before any scrape", 0, 0)
-			eps := make([]*endpoint, targets)
-			ts := make([]Target, targets)
-			for i := range targets {
-				ts[i] = Target{Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("p%d", i)}, URL: tc.url}
-				if eps[i], err = m.newEndpoint(ts[i]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			for range rounds {
-				for i := range targets {
-					if _, err := m.scrapeOnce(ctx, m.workers, ts[i], eps[i], nil, true); err != nil {
-						t.Fatalf("scrape of %s: %v", ts[i].Pod, err)
-					}
-				}
-			}
+			scrapeRounds(t, m, ts, eps, rounds)
 			check("after the rounds", tc.wantKept, tc.wantNotKept)
 			// Closing a target that keeps its connection frees its slot;
 			// a target past the bound takes it at its next scrape, and
@@ -205,7 +216,7 @@ func TestKeptTLSConnectionMetrics(t *testing.T) {
 				check("after a kept target's close", tc.wantKept-1, notKept)
 				if tc.wantNotKept > 0 {
 					last := targets - 1
-					if _, err := m.scrapeOnce(ctx, m.workers, ts[last], eps[last], nil, true); err != nil {
+					if _, err := m.scrapeOnce(context.Background(), m.workers, ts[last], eps[last], nil, true); err != nil {
 						t.Fatal(err)
 					}
 					check("after a target past the bound took the freed slot", tc.wantKept, notKept)
