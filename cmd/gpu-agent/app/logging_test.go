@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli/clitest"
 )
 
@@ -101,7 +102,7 @@ func TestHelpSectioned(t *testing.T) {
 			t.Errorf("section %q lacks %s", s.title, s.flag)
 		}
 	}
-	fs := newFlagSet(NewOptions().Flags())
+	fs := cli.FlagSet("gpu-agent", NewOptions().Flags())
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Hidden {
@@ -118,5 +119,19 @@ func TestHelpSectioned(t *testing.T) {
 	})
 	if n < 13 {
 		t.Errorf("only %d flags", n)
+	}
+}
+
+// TestHelp: --help prints what cli.ParseSections prints for the other
+// commands (the usage, then each flag once in its section) and nothing on
+// stderr, and exits 0; an unknown flag exits 2. Its text is Usage, which
+// docs/gpu-agent.md quotes.
+func TestHelp(t *testing.T) {
+	fss := NewOptions().Flags()
+	clitest.CheckSectionedHelp(t, Main, fss, []string{"Serving flags:", "Collection flags:", "Pod resources flags:", "NVML flags:", "Logging flags:"})
+	var stdout, stderr bytes.Buffer
+	Main([]string{"--help"}, &stdout, &stderr)
+	if got, want := stdout.String(), Usage(fss); got != want {
+		t.Errorf("--help printed:\n%s\nwant Usage:\n%s", got, want)
 	}
 }

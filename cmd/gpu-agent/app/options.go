@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
@@ -93,15 +92,6 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		_ = logging.MarkHidden(name)
 	}
 	return fss
-}
-
-// newFlagSet returns one set holding all of fss's flags, for parsing.
-func newFlagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("gpu-agent", pflag.ContinueOnError)
-	for _, name := range fss.Order {
-		fs.AddFlagSet(fss.FlagSets[name])
-	}
-	return fs
 }
 
 // Validate checks the options, each error naming its flag.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 )
 
 func TestValidate(t *testing.T) {
@@ -57,7 +59,7 @@ func TestValidate(t *testing.T) {
 
 func TestFlagsParse(t *testing.T) {
 	o := NewOptions()
-	fs := newFlagSet(o.Flags())
+	fs := cli.FlagSet("gpu-agent", o.Flags())
 	err := fs.Parse([]string{"--listen-address=127.0.0.1:1", "--interval=2s", "--resource-names=a,b/*", "--testing-fake-nvml=dgxh100", "-v=3"})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -123,10 +122,11 @@ func Run(ctx context.Context, c *Config) error {
 	return err
 }
 
-// helpColumns is the width --help wraps flag descriptions to: 0, one line
-// per flag whatever the terminal, so that docs/gpu-agent.md quotes --help
-// exactly.
-const helpColumns = 0
+// usage heads --help, above the flags printed section by section.
+const usage = `Usage: gpu-agent [flags]
+
+Serves GPU activity per pod on /metrics, read through NVML and attributed with the kubelet's pod-resources API.
+`
 
 // Main runs the command with args and returns its exit code: 0 after a
 // signal-initiated shutdown or --help, 2 for bad flags, 1 for other errors.
@@ -134,12 +134,7 @@ const helpColumns = 0
 // process, before anything logs), Config, then Run until SIGTERM or SIGINT.
 func Main(args []string, stdout, stderr io.Writer) int {
 	o := NewOptions()
-	fss := o.Flags()
-	fs := newFlagSet(fss)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // --help prints to stdout below; pflag prints parse errors
-	if done, err := cli.Parse(fs, args); done {
-		fmt.Fprint(stdout, Usage(fss))
+	if done, err := cli.ParseSections("gpu-agent", usage, o.Flags(), args, stdout, stderr); done {
 		return 0
 	} else if err != nil {
 		fmt.Fprintf(stderr, "%v\nRun gpu-agent --help for the flags.\n", err)
@@ -169,11 +164,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// Usage is the --help text, the flags section by section; docs/gpu-agent.md
-// quotes it verbatim.
+// Usage is the --help text, the usage and then the flags section by
+// section, as cli.ParseSections prints it; docs/gpu-agent.md quotes it
+// verbatim.
 func Usage(fss cliflag.NamedFlagSets) string {
-	var b strings.Builder
-	b.WriteString("Usage: gpu-agent [flags]\n\nServes GPU activity per pod on /metrics, read through NVML and attributed with the kubelet's pod-resources API.\n")
-	cliflag.PrintSections(&b, fss, helpColumns)
-	return b.String()
+	return usage + "\n" + cli.Sections(fss)
 }
