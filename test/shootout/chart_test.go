@@ -94,3 +94,57 @@ func TestSVGChart(t *testing.T) {
 		})
 	}
 }
+
+// TestMechanismChartFleet: the HPA panel draws, beside the desired
+// replicas, the largest recommendation (dashed, broken where a sample has
+// none) and the Ready replicas, and its note names them; the workload's
+// demand has a panel of its own, only for a run that recorded it.
+func TestMechanismChartFleet(t *testing.T) {
+	n := intPtr
+	f := func(v float64) *float64 { return &v }
+	pods := []PodSample{{Name: "a", Ready: true, Queue: f(1), Batch: f(1)}}
+	read := []HPARead{{Metric: "pods/" + metricQueue, Value: f(3)}}
+	samples := []Sample{
+		{T: 0, Replicas: 1, Ready: 1, Desired: 1, HPA: read, RecommendedMax: n(1), Pods: pods, Demand: f(2)},
+		{T: time.Minute, Replicas: 3, Ready: 1, Desired: 3, HPA: read, RecommendedMax: n(3)},
+		{T: 2 * time.Minute, Replicas: 3, Ready: 1, Desired: 3}, // no read: no recommendation
+		{T: 3 * time.Minute, Replicas: 3, Ready: 3, Desired: 3, HPA: read, RecommendedMax: n(2), Pods: pods, Demand: f(5)},
+		{T: 4 * time.Minute, Replicas: 3, Ready: 3, Desired: 3, HPA: read, RecommendedMax: n(1), Pods: pods, Demand: f(1)},
+	}
+	older := []Sample{{T: 0, Replicas: 1, Ready: 1, Desired: 1, HPA: read, Pods: pods}, {T: 4 * time.Minute, Replicas: 2, Ready: 2, Desired: 2, HPA: read, Pods: pods}}
+	r := report{Trace: "tr", SLO: SLO{TTFT: time.Second, TPOT: 100 * ms}, Timing: newTiming(15, time.Minute), MaxReplicas: 4, Picker: pickLeastLoaded, Runs: []runResult{
+		{Policy: policy{Name: "q", Metric: metricQueue, Target: "3"}, Repeat: 1, Samples: samples},
+		{Policy: policy{Name: "old", Metric: metricQueue, Target: "3"}, Repeat: 1, Samples: older},
+	}}
+	var b strings.Builder
+	if err := r.writeSVG(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	texts, lines, _ := svgParts(t, b.String())
+	for _, want := range []string{"q: the workload's demand", "the largest recommendation, without the scale-down window (pink, dashed), Ready (grey)",
+		"requests waiting plus running over the fleet: the pods' queue + batch, summed (brown)"} {
+		if !strings.Contains(texts, want) {
+			t.Errorf("chart lacks %q: %s", want, texts)
+		}
+	}
+	if strings.Contains(texts, "old: the workload's demand") {
+		t.Errorf("a run without a demand has a demand panel: %s", texts)
+	}
+	// The recommendation: two dashed lines (the sample without one breaks
+	// it), none for the run without recommendations; Ready grey on each HPA
+	// panel; the demand one line, through the samples with pods.
+	for col, want := range map[string]int{colorRecommended: 2, colorReadyGrey: 2, colorDemand: 1, colorDesired: 2} {
+		if lines[col] != want {
+			t.Errorf("%d lines of colour %s, want %d (all: %v)", lines[col], col, want, lines)
+		}
+	}
+	dashed := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "<polyline") && strings.Contains(l, `stroke="`+colorRecommended+`"`) && strings.Contains(l, "stroke-dasharray") {
+			dashed++
+		}
+	}
+	if dashed != 2 {
+		t.Errorf("%d dashed recommendation lines, want 2", dashed)
+	}
+}

@@ -126,12 +126,14 @@ func (r *report) writeRecordsCSV(w io.Writer) error {
 
 // markdown is the tables for docs/shootout.md: the points (mean and
 // interval over the repeats, after the warm-up and over the whole trace),
-// the attainment per burst, then one row per run.
+// the attainment per burst and the fleet each burst met, then one row per
+// run.
 func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s (%d requests, rate ×%g; SLO TTFT ≤ %s, TPOT ≤ %s; warm-up %s; compression ×%g; %s picker; %d repeat(s), order seed %d)\n",
 		r.Trace, r.Requests, r.RateScale, r.SLO.TTFT, r.SLO.TPOT, r.Warmup, r.Timing.Compress, r.Picker, max(r.Repeats, 1), r.Seed)
 	r.pointsMarkdown(&b)
+	r.burstFleetMarkdown(&b)
 	b.WriteString("\nEvery run (attainment and GPU-hours after the warm-up, then over the whole trace):\n\n")
 	b.WriteString("| policy | repeat | attainment after warm-up | GPU-hours after warm-up | SLO attainment | TTFT / TPOT attainment | failed | goodput (req/s) | TTFT p50 / p90 / p99 (s) | TPOT p50 / p90 / p99 (ms) | GPU-hours | good req / GPU-hour | mean replicas (Ready) | scale events | max replicas | burst → new Ready p50 (s) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -171,6 +173,65 @@ func (r *report) markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// burstFleetMarkdown is the table of the fleet each burst met, per policy:
+// the Ready replicas at the burst's start (mean of the runs) and, in the
+// gap before it, the fewest Ready and the largest recommendation (least
+// and largest over the runs). Nothing when no point has these figures (a
+// report written before they were recorded).
+func (r *report) burstFleetMarkdown(b *strings.Builder) {
+	pts := r.Points
+	if pts == nil {
+		pts = points(r.Runs)
+	}
+	has := false
+	for _, p := range pts {
+		has = has || p.BurstReadyAtStart != nil
+	}
+	if len(r.BurstSpans) == 0 || !has {
+		return
+	}
+	b.WriteString("\nReady at each burst's start (mean of the runs) and, in the gap before it, the fewest Ready / the largest recommendation " +
+		"(least–largest over the runs; the recommendation is what the HPA's metrics asked for, without the scale-down window; - none; * in the warm-up):\n\n| policy |")
+	for _, s := range r.BurstSpans {
+		mark := ""
+		if s.Start < r.Warmup {
+			mark = "*"
+		}
+		fmt.Fprintf(b, " %g–%g min%s |", s.Start.Minutes(), s.End.Minutes(), mark)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.BurstSpans)) + "\n")
+	for _, p := range pts {
+		fmt.Fprintf(b, "| %s |", p.Policy)
+		for i := range r.BurstSpans {
+			ready := "-"
+			if i < len(p.BurstReadyAtStart) && p.BurstReadyAtStart[i].N > 0 {
+				ready = oneDecimal(p.BurstReadyAtStart[i].Mean)
+			}
+			fmt.Fprintf(b, " %s (%s / %s) |", ready, rangeText(p.BurstGapMinReady, i), rangeText(p.BurstGapPeakRecommended, i))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// oneDecimal is v with one decimal, without it for a whole number.
+func oneDecimal(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// rangeText is the i-th range in words: "3", "2–4", or "-" without a value.
+func rangeText(rs []Range, i int) string {
+	if i >= len(rs) || rs[i].N == 0 {
+		return "-"
+	}
+	if rs[i].Min == rs[i].Max {
+		return fmt.Sprintf("%g", rs[i].Min)
+	}
+	return fmt.Sprintf("%g–%g", rs[i].Min, rs[i].Max)
 }
 
 // heldText is a run's held-by-window figures in words, empty without them.
@@ -227,7 +288,7 @@ func (r *report) writeSVG(w io.Writer, reqs []loadgen.TraceRequest) error {
 		Title: fmt.Sprintf("shootout: %s, compression ×%g, SLO TTFT ≤ %s / TPOT ≤ %s, %s picker",
 			r.Trace, r.Timing.Compress, r.SLO.TTFT, r.SLO.TPOT, r.Picker),
 		Subtitle: fmt.Sprintf("gray: requests/min (peak %.0f); blue: Ready replicas, light blue: replicas holding a GPU (left axis, 0–%d); red: TTFT p90 per minute (right axis, log 0.1–100 s), dashed: SLO. "+
-			"Under each policy (its first repeat): what its HPA read, as value ÷ target per metric (left axis, dashed: 1), and the desired replicas (green, right axis); the pods' mean queue and batch (left), GPU utilization and KV-cache usage (right, 0–1)",
+			"Under each policy (its first repeat): what its HPA read (value ÷ target per metric, dashed: 1) with the desired, recommended and Ready replicas; the pods' signals; the workload's demand (each panel's note names its lines)",
 			maxLoad, r.MaxReplicas),
 		Width: 1000, Left: 60, Right: 60, Top: 70, PanelHeight: 150, PanelGap: 40, Bottom: 30, FontSize: 11,
 		X: svgchart.Axis{Max: span.Seconds(), Ticks: svgchart.Every(svgchart.DurationTicks(span.Seconds(), 12), span.Seconds()),
@@ -292,14 +353,17 @@ type runKey struct {
 var metricColors = []string{"#756bb1", "#e6550d", "#636363", "#3182bd", "#a63603"}
 
 // mechanismPanels are the panels under a policy's: what its HPA read for
-// each metric, as value ÷ target, with the desired replicas; and the mean
-// over the sampled pods of their queue, batch, GPU utilization and KV-cache
-// usage. None for a run without HPA reads or pod samples.
+// each metric, as value ÷ target, with the desired replicas, the largest
+// recommendation (RecommendedMax) and the Ready replicas; the mean over the
+// sampled pods of their queue, batch, GPU utilization and KV-cache usage;
+// and the workload's demand. Each only when the run has what it draws (a
+// policy with metrics, pod samples, a sample with a demand); a value a
+// sample lacks is a gap in its line.
 func mechanismPanels(run runResult, maxReplicas float64) []svgchart.Panel {
 	var out []svgchart.Panel
 	metrics := run.Policy.metrics()
 	if len(metrics) > 0 {
-		var ts, desired []float64
+		var ts, desired, recommended, ready []float64
 		ratios := make([][]float64, len(metrics))
 		var names []string
 		for _, m := range metrics {
@@ -309,6 +373,12 @@ func mechanismPanels(run runResult, maxReplicas float64) []svgchart.Panel {
 		for _, smp := range run.Samples {
 			ts = append(ts, smp.T.Seconds())
 			desired = append(desired, float64(smp.Desired))
+			ready = append(ready, float64(smp.Ready))
+			rec := math.NaN()
+			if smp.RecommendedMax != nil {
+				rec = float64(*smp.RecommendedMax)
+			}
+			recommended = append(recommended, rec)
 			for i, m := range metrics {
 				v := math.NaN()
 				for _, rd := range smp.HPA {
@@ -325,11 +395,16 @@ func mechanismPanels(run runResult, maxReplicas float64) []svgchart.Panel {
 			}
 		}
 		p := svgchart.Panel{
-			Title:  run.Policy.Name + ": what the HPA read",
-			Note:   "value ÷ target: " + strings.Join(legendColors(names, metricColors), ", "),
-			Y:      svgchart.Axis{Min: 0, Max: math.Min(svgchart.NiceCeil(maxRatio), 20)},
-			Y2:     &svgchart.Axis{Min: 0, Max: maxReplicas, Color: "#31a354"},
-			Series: []svgchart.Series{{Color: "#31a354", Width: 1.5, Step: true, OnY2: true, X: ts, Y: desired}},
+			Title: run.Policy.Name + ": what the HPA read",
+			Note: "value ÷ target (left): " + strings.Join(legendColors(names, metricColors), ", ") +
+				"; replicas (right): desired (green), the largest recommendation, without the scale-down window (pink, dashed), Ready (grey)",
+			Y:  svgchart.Axis{Min: 0, Max: math.Min(svgchart.NiceCeil(maxRatio), 20)},
+			Y2: &svgchart.Axis{Min: 0, Max: maxReplicas, Color: colorDesired},
+			Series: []svgchart.Series{
+				{Color: colorReadyGrey, Width: 1, Step: true, OnY2: true, X: ts, Y: ready},
+				{Color: colorDesired, Width: 1.5, Step: true, OnY2: true, X: ts, Y: desired},
+				{Color: colorRecommended, Width: 1, Step: true, Dashed: true, OnY2: true, X: ts, Y: recommended},
+			},
 			HLines: []svgchart.Rule{{At: 1, Color: "#999"}},
 		}
 		for i := range metrics {
@@ -337,13 +412,19 @@ func mechanismPanels(run runResult, maxReplicas float64) []svgchart.Panel {
 		}
 		out = append(out, p)
 	}
-	var ts, queue, batch, gpu, kv []float64
-	maxLeft := 1.0
+	var ts, queue, batch, gpu, kv, demand []float64
+	maxLeft, maxDemand, hasDemand := 1.0, 1.0, false
 	for _, smp := range run.Samples {
-		if len(smp.Pods) == 0 {
+		if len(smp.Pods) == 0 && smp.Demand == nil {
 			continue
 		}
 		ts = append(ts, smp.T.Seconds())
+		d := math.NaN()
+		if smp.Demand != nil {
+			d, hasDemand = *smp.Demand, true
+			maxDemand = max(maxDemand, d)
+		}
+		demand = append(demand, d)
 		mean := func(f func(PodSample) *float64) float64 {
 			var sum float64
 			n := 0
@@ -382,8 +463,24 @@ func mechanismPanels(run runResult, maxReplicas float64) []svgchart.Panel {
 			},
 		})
 	}
+	if hasDemand {
+		out = append(out, svgchart.Panel{
+			Title:  run.Policy.Name + ": the workload's demand",
+			Note:   "requests waiting plus running over the fleet: the pods' queue + batch, summed (brown)",
+			Y:      svgchart.Axis{Min: 0, Max: svgchart.NiceCeil(maxDemand), Color: colorDemand},
+			Series: []svgchart.Series{{Color: colorDemand, Width: 1, X: ts, Y: demand}},
+		})
+	}
 	return out
 }
+
+// The lines of the mechanism panels that are not an HPA metric's.
+const (
+	colorDesired     = "#31a354"
+	colorRecommended = "#e7298a"
+	colorReadyGrey   = "#969696"
+	colorDemand      = "#a6761d"
+)
 
 // legendColors pairs names with their line colours in words, for a note.
 func legendColors(names, colors []string) []string {

@@ -274,7 +274,7 @@ func summarize(policy, trace string, sc scoring, recs []Record, samples []Sample
 	whole := scorePhase(slo, recs, nil, math.MinInt64, math.MaxInt64)
 	s.TTFTAttainment, s.TPOTAttainment = whole.TTFTAttainment, whole.TPOTAttainment
 	s.AfterWarmup = scorePhase(slo, recs, samples, sc.Warmup, math.MaxInt64)
-	s.BurstScores = scoreBursts(slo, recs, sc.Bursts, sc.Warmup, s.Span)
+	s.BurstScores = scoreBursts(slo, recs, samples, sc.Bursts, sc.Warmup, s.Span)
 	s.HeldByWindow, s.HeldReplicaHours = heldByWindow(samples, sc.Warmup)
 	var reactions []time.Duration
 	for _, bs := range sc.Bursts {

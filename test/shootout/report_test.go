@@ -282,3 +282,50 @@ func TestReportFiles(t *testing.T) {
 		t.Errorf("SVG (%v):\n%s", err, svg.String())
 	}
 }
+
+// TestBurstFleetMarkdown: the table of the fleet each burst met, per
+// policy (Ready at the start: mean of the runs; the gap's fewest Ready and
+// largest recommendation: least–largest over the runs); none for a report
+// whose bursts lack these figures.
+func TestBurstFleetMarkdown(t *testing.T) {
+	n := intPtr
+	spans := []burstSpan{{Start: 5 * time.Minute, End: 8 * time.Minute}, {Start: 20 * time.Minute, End: 21 * time.Minute}}
+	run := func(name string, repeat int, bursts ...BurstScore) runResult {
+		return runResult{Policy: policy{Name: name, Metric: metricQueue, Target: "3"}, Repeat: repeat, Summary: Summary{BurstScores: bursts}}
+	}
+	const title = "Ready at each burst's start (mean of the runs)"
+	for _, tc := range []struct {
+		name string
+		runs []runResult
+		want []string // rows of the table; none: no table
+	}{
+		{name: "two runs of one policy, one of another",
+			runs: []runResult{
+				run("q", 1, BurstScore{ReadyAtStart: n(1), GapMinReady: n(1), GapPeakRecommended: n(3)}, BurstScore{ReadyAtStart: n(2), GapMinReady: n(1)}),
+				run("f", 1, BurstScore{ReadyAtStart: n(2), GapMinReady: n(2)}, BurstScore{ReadyAtStart: n(2)}),
+				run("q", 2, BurstScore{ReadyAtStart: n(2), GapMinReady: n(1), GapPeakRecommended: n(5)}, BurstScore{ReadyAtStart: n(2), GapMinReady: n(2)}),
+			},
+			want: []string{"| policy | 5–8 min* | 20–21 min |", "| q | 1.5 (1 / 3–5) | 2 (1–2 / -) |", "| f | 2 (2 / -) | 2 (- / -) |"}},
+		{name: "an older report, without the figures",
+			runs: []runResult{run("q", 1, BurstScore{Requests: 3, Attainment: 1}, BurstScore{Requests: 2, Attainment: 0.5})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := report{Trace: "tr", Warmup: 10 * time.Minute, BurstSpans: spans, Runs: tc.runs}
+			md := r.markdown()
+			if len(tc.want) == 0 {
+				if strings.Contains(md, title) {
+					t.Errorf("markdown has the burst fleet table without its figures:\n%s", md)
+				}
+				return
+			}
+			if !strings.Contains(md, title) {
+				t.Errorf("markdown lacks the burst fleet table:\n%s", md)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(md, want) {
+					t.Errorf("markdown lacks %q:\n%s", want, md)
+				}
+			}
+		})
+	}
+}

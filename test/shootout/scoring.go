@@ -147,7 +147,7 @@ func findBurstSpans(arrivals []time.Duration) []burstSpan {
 }
 
 // BurstScore is the attainment of the requests that arrived in one burst's
-// minutes.
+// minutes, and the fleet the burst met.
 type BurstScore struct {
 	Start      time.Duration `json:"start"`
 	End        time.Duration `json:"end"`
@@ -157,17 +157,62 @@ type BurstScore struct {
 	// InWarmup is true when the burst starts before the warm-up ends: it is
 	// left out of the headline figures.
 	InWarmup bool `json:"inWarmup,omitempty"`
+	// ReadyAtStart and DesiredAtStart are the Ready and desired replicas of
+	// the last sample at or before the burst's start; absent when no sample
+	// is (and in a report written before they were recorded).
+	ReadyAtStart   *int `json:"readyAtStart,omitempty"`
+	DesiredAtStart *int `json:"desiredAtStart,omitempty"`
+	// GapMinReady is the fewest Ready replicas of the samples in the gap
+	// before the burst: from the previous burst's end (the trace's start for
+	// the first burst) to this burst's start. Absent when the burst directly
+	// follows the previous one or no sample falls in the gap.
+	GapMinReady *int `json:"gapMinReady,omitempty"`
+	// GapPeakRecommended is the largest RecommendedMax of the samples in
+	// the same gap: the most replicas the HPA's metrics asked for there,
+	// without the scale-down window. Absent when no sample there has one.
+	GapPeakRecommended *int `json:"gapPeakRecommended,omitempty"`
 }
 
-// scoreBursts scores each burst that starts within the span.
-func scoreBursts(slo SLO, recs []Record, bursts []burstSpan, warmup, span time.Duration) []BurstScore {
+// scoreBursts scores each burst that starts within the span, and records
+// the fleet it met from the samples (sorted by time).
+func scoreBursts(slo SLO, recs []Record, samples []Sample, bursts []burstSpan, warmup, span time.Duration) []BurstScore {
 	var out []BurstScore
-	for _, b := range bursts {
+	for i, b := range bursts {
 		if b.Start > span {
 			continue
 		}
 		p := scorePhase(slo, recs, nil, b.Start, b.End)
-		out = append(out, BurstScore{Start: b.Start, End: b.End, Requests: p.Requests, Good: p.Good, Attainment: p.Attainment, InWarmup: b.Start < warmup})
+		bs := BurstScore{Start: b.Start, End: b.End, Requests: p.Requests, Good: p.Good, Attainment: p.Attainment, InWarmup: b.Start < warmup}
+		var gapFrom time.Duration
+		if i > 0 {
+			gapFrom = bursts[i-1].End
+		}
+		bs.fleetBefore(samples, gapFrom)
+		out = append(out, bs)
 	}
 	return out
 }
+
+// fleetBefore sets the burst's fleet figures (ReadyAtStart, DesiredAtStart,
+// GapMinReady, GapPeakRecommended) from the samples (sorted by time); the
+// gap before the burst is [gapFrom, Start).
+func (bs *BurstScore) fleetBefore(samples []Sample, gapFrom time.Duration) {
+	for _, x := range samples {
+		if x.T > bs.Start {
+			break
+		}
+		bs.ReadyAtStart, bs.DesiredAtStart = intPtr(x.Ready), intPtr(x.Desired)
+		if x.T < gapFrom || x.T >= bs.Start {
+			continue
+		}
+		if bs.GapMinReady == nil || x.Ready < *bs.GapMinReady {
+			bs.GapMinReady = intPtr(x.Ready)
+		}
+		if r := x.RecommendedMax; r != nil && (bs.GapPeakRecommended == nil || *r > *bs.GapPeakRecommended) {
+			bs.GapPeakRecommended = intPtr(*r)
+		}
+	}
+}
+
+// intPtr is a pointer to a copy of v.
+func intPtr(v int) *int { return &v }

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -77,13 +78,107 @@ func TestScoreBursts(t *testing.T) {
 	recs := []Record{good(time.Minute), slow(5 * time.Minute), slow(5*time.Minute + 30*time.Second), good(6*time.Minute + 59*time.Second),
 		good(7 * time.Minute), good(20 * time.Minute), slow(21 * time.Minute)}
 	bursts := []burstSpan{{Start: 5 * time.Minute, End: 7 * time.Minute}, {Start: 20 * time.Minute, End: 21 * time.Minute}, {Start: 40 * time.Minute, End: 42 * time.Minute}}
-	got := scoreBursts(slo, recs, bursts, 10*time.Minute, 30*time.Minute)
+	got := scoreBursts(slo, recs, nil, bursts, 10*time.Minute, 30*time.Minute)
 	want := []BurstScore{
 		{Start: 5 * time.Minute, End: 7 * time.Minute, Requests: 3, Good: 1, Attainment: 1.0 / 3, InWarmup: true},
 		{Start: 20 * time.Minute, End: 21 * time.Minute, Requests: 1, Good: 1, Attainment: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("burst scores (-want +got):\n%s", diff)
+	}
+}
+
+// TestBurstFleet: each burst's Ready and desired replicas at its start,
+// and the fewest Ready and the largest recommendation in the gap before it
+// (from the previous burst's end, or the trace's start).
+func TestBurstFleet(t *testing.T) {
+	n := intPtr
+	at := func(m int, ready, desired int, rec *int) Sample {
+		return Sample{T: time.Duration(m) * time.Minute, Replicas: desired, Ready: ready, Desired: desired, RecommendedMax: rec}
+	}
+	type fleet struct{ ready, desired, gapMin, gapRec *int }
+	for _, tc := range []struct {
+		name    string
+		samples []Sample
+		bursts  []burstSpan
+		want    []fleet
+	}{
+		{name: "a burst after a gap",
+			// The gap before the burst at 10 is [4, 10): the samples at 4, 6
+			// and 8; the one at 2 is in the first burst, the one at 10 is the
+			// burst's start (its Ready is at the start, not in the gap).
+			samples: []Sample{at(0, 1, 1, n(1)), at(2, 1, 3, n(3)), at(4, 3, 3, n(2)), at(6, 2, 2, n(1)), at(8, 1, 1, n(1)), at(10, 1, 4, n(4)), at(12, 4, 4, n(4))},
+			bursts:  []burstSpan{{Start: time.Minute, End: 4 * time.Minute}, {Start: 10 * time.Minute, End: 12 * time.Minute}},
+			want: []fleet{
+				{ready: n(1), desired: n(1), gapMin: n(1), gapRec: n(1)},
+				{ready: n(1), desired: n(4), gapMin: n(1), gapRec: n(2)},
+			}},
+		{name: "two contiguous bursts",
+			// The second starts where the first ends: no gap, no gap figures.
+			samples: []Sample{at(0, 2, 2, n(2)), at(3, 2, 5, n(5)), at(6, 5, 5, n(5))},
+			bursts:  []burstSpan{{Start: 2 * time.Minute, End: 5 * time.Minute}, {Start: 5 * time.Minute, End: 7 * time.Minute}},
+			want: []fleet{
+				{ready: n(2), desired: n(2), gapMin: n(2), gapRec: n(2)},
+				{ready: n(2), desired: n(5)},
+			}},
+		{name: "a burst before any sample",
+			samples: []Sample{at(2, 1, 1, n(1)), at(4, 1, 2, n(2))},
+			bursts:  []burstSpan{{Start: time.Minute, End: 2 * time.Minute}, {Start: 5 * time.Minute, End: 6 * time.Minute}},
+			want: []fleet{
+				{},
+				{ready: n(1), desired: n(2), gapMin: n(1), gapRec: n(2)},
+			}},
+		{name: "samples without RecommendedMax",
+			// A fixed fleet, or a report from before it was recorded: the
+			// replicas but no recommendation.
+			samples: []Sample{at(0, 2, 2, nil), at(5, 3, 3, nil), at(10, 3, 3, nil)},
+			bursts:  []burstSpan{{Start: 6 * time.Minute, End: 8 * time.Minute}},
+			want:    []fleet{{ready: n(3), desired: n(3), gapMin: n(2)}},
+		},
+		{name: "no samples",
+			bursts: []burstSpan{{Start: 6 * time.Minute, End: 8 * time.Minute}},
+			want:   []fleet{{}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := scoreBursts(SLO{}, nil, tc.samples, tc.bursts, 0, time.Hour)
+			var gotFleet []fleet
+			for _, b := range got {
+				gotFleet = append(gotFleet, fleet{b.ReadyAtStart, b.DesiredAtStart, b.GapMinReady, b.GapPeakRecommended})
+			}
+			if diff := cmp.Diff(tc.want, gotFleet, cmp.AllowUnexported(fleet{})); diff != "" {
+				t.Errorf("burst fleet (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBurstFleetSummary: summarize gives the bursts their fleet figures;
+// a report's summary without them (an older one) reads back without them
+// and writes them nowhere.
+func TestBurstFleetSummary(t *testing.T) {
+	samples := []Sample{{T: 0, Ready: 1, Desired: 1, RecommendedMax: intPtr(2)}, {T: 10 * time.Minute, Ready: 2, Desired: 2}}
+	s := summarize("p", "tr", scoring{Bursts: []burstSpan{{Start: 5 * time.Minute, End: 6 * time.Minute}}}, nil, samples)
+	if len(s.BurstScores) != 1 {
+		t.Fatalf("burst scores %+v, want one", s.BurstScores)
+	}
+	b := s.BurstScores[0]
+	if b.ReadyAtStart == nil || *b.ReadyAtStart != 1 || b.GapMinReady == nil || *b.GapMinReady != 1 || b.GapPeakRecommended == nil || *b.GapPeakRecommended != 2 {
+		t.Errorf("burst %+v, want 1 Ready at its start, 1 the fewest and 2 the largest recommendation before it", b)
+	}
+	raw, err := json.Marshal(BurstScore{Start: time.Minute, End: 2 * time.Minute, Requests: 3, Good: 2, Attainment: 2.0 / 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"readyAtStart", "desiredAtStart", "gapMinReady", "gapPeakRecommended"} {
+		if strings.Contains(string(raw), field) {
+			t.Errorf("a burst without fleet figures writes %s: %s", field, raw)
+		}
+	}
+	var back BurstScore
+	if err := json.Unmarshal([]byte(`{"start":60000000000,"end":120000000000,"requests":3,"good":2,"attainment":0.5}`), &back); err != nil ||
+		back.ReadyAtStart != nil || back.DesiredAtStart != nil || back.GapMinReady != nil || back.GapPeakRecommended != nil || back.Requests != 3 {
+		t.Errorf("older burst score read back as %+v (%v)", back, err)
 	}
 }
 

@@ -126,6 +126,39 @@ type Point struct {
 	WholeGPUHours   Interval `json:"wholeGPUHours"`
 	// BurstAttainment is the attainment of each burst's requests, by burst.
 	BurstAttainment []Interval `json:"burstAttainment,omitempty"`
+	// BurstReadyAtStart is the Ready replicas at each burst's start (mean
+	// over the runs that recorded it), BurstGapMinReady and
+	// BurstGapPeakRecommended the range over the runs of the fewest Ready
+	// and the largest recommendation in the gap before it (BurstScore). All
+	// three are absent when no run recorded any of them (an older report).
+	BurstReadyAtStart       []Interval `json:"burstReadyAtStart,omitempty"`
+	BurstGapMinReady        []Range    `json:"burstGapMinReady,omitempty"`
+	BurstGapPeakRecommended []Range    `json:"burstGapPeakRecommended,omitempty"`
+}
+
+// Range is the least and the largest of N values; N 0 is no value.
+type Range struct {
+	N   int     `json:"n"`
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+// rangeOf is the Range of xs, NaN values left out.
+func rangeOf(xs []float64) Range {
+	var r Range
+	for _, x := range xs {
+		if math.IsNaN(x) {
+			continue
+		}
+		if r.N == 0 || x < r.Min {
+			r.Min = x
+		}
+		if r.N == 0 || x > r.Max {
+			r.Max = x
+		}
+		r.N++
+	}
+	return r
 }
 
 // points aggregates runs by policy, in the order of each policy's first
@@ -170,9 +203,45 @@ func points(runs []runResult) []Point {
 				return s.BurstScores[b].Attainment
 			}))
 		}
+		burstFleetPoints(&pt, rs, nb)
 		out = append(out, pt)
 	}
 	return out
+}
+
+// burstFleetPoints sets pt's per-burst fleet figures over the runs rs, for
+// nb bursts; none when no run's bursts carry any (an older report).
+func burstFleetPoints(pt *Point, rs []runResult, nb int) {
+	at := func(s Summary, b int, f func(BurstScore) *int) float64 {
+		if b >= len(s.BurstScores) {
+			return math.NaN()
+		}
+		if v := f(s.BurstScores[b]); v != nil {
+			return float64(*v)
+		}
+		return math.NaN()
+	}
+	collect := func(b int, f func(BurstScore) *int) []float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = at(r.Summary, b, f)
+		}
+		return xs
+	}
+	ready := func(x BurstScore) *int { return x.ReadyAtStart }
+	gapReady := func(x BurstScore) *int { return x.GapMinReady }
+	gapRec := func(x BurstScore) *int { return x.GapPeakRecommended }
+	var readyAt []Interval
+	var minReady, peakRec []Range
+	found := false
+	for b := range nb {
+		iv, lo, hi := interval(collect(b, ready)), rangeOf(collect(b, gapReady)), rangeOf(collect(b, gapRec))
+		found = found || iv.N > 0 || lo.N > 0 || hi.N > 0
+		readyAt, minReady, peakRec = append(readyAt, iv), append(minReady, lo), append(peakRec, hi)
+	}
+	if found {
+		pt.BurstReadyAtStart, pt.BurstGapMinReady, pt.BurstGapPeakRecommended = readyAt, minReady, peakRec
+	}
 }
 
 // sortedByGPUHours returns pts ordered by mean GPU-hours (then name).

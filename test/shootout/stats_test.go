@@ -139,3 +139,49 @@ func TestPoints(t *testing.T) {
 		t.Errorf("differences %v with a one-run point", d)
 	}
 }
+
+// TestPointsBurstFleet: per burst, the mean over the runs of the Ready
+// replicas at its start and the least and largest over the runs of the
+// gap's fewest Ready and largest recommendation; runs without them (an
+// older report) give no such figures.
+func TestPointsBurstFleet(t *testing.T) {
+	n := intPtr
+	run := func(repeat int, bursts ...BurstScore) runResult {
+		return runResult{Policy: policy{Name: "q", Metric: metricQueue, Target: "3"}, Repeat: repeat, Summary: Summary{BurstScores: bursts}}
+	}
+	pts := points([]runResult{
+		run(1, BurstScore{ReadyAtStart: n(1), GapMinReady: n(1), GapPeakRecommended: n(3)}, BurstScore{ReadyAtStart: n(4)}),
+		run(2, BurstScore{ReadyAtStart: n(2), GapMinReady: n(2), GapPeakRecommended: n(5)}, BurstScore{ReadyAtStart: n(4)}),
+		run(3, BurstScore{ReadyAtStart: n(3), GapMinReady: n(1)}),
+	})
+	q := pts[0]
+	if len(q.BurstReadyAtStart) != 2 || q.BurstReadyAtStart[0].N != 3 || math.Abs(q.BurstReadyAtStart[0].Mean-2) > 1e-9 ||
+		q.BurstReadyAtStart[1].N != 2 || q.BurstReadyAtStart[1].Mean != 4 {
+		t.Errorf("Ready at the bursts' starts %+v, want 2 over 3 runs, then 4 over 2", q.BurstReadyAtStart)
+	}
+	wantMin := []Range{{N: 3, Min: 1, Max: 2}, {}}
+	wantRec := []Range{{N: 2, Min: 3, Max: 5}, {}}
+	if !slices.Equal(q.BurstGapMinReady, wantMin) || !slices.Equal(q.BurstGapPeakRecommended, wantRec) {
+		t.Errorf("gap ranges %+v and %+v, want %+v and %+v", q.BurstGapMinReady, q.BurstGapPeakRecommended, wantMin, wantRec)
+	}
+	old := points([]runResult{run(1, BurstScore{Requests: 3, Attainment: 1})})[0]
+	if old.BurstReadyAtStart != nil || old.BurstGapMinReady != nil || old.BurstGapPeakRecommended != nil || len(old.BurstAttainment) != 1 {
+		t.Errorf("a run without fleet figures: %+v, want none of them", old)
+	}
+}
+
+func TestRangeOf(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want Range
+	}{
+		{nil, Range{}},
+		{[]float64{math.NaN()}, Range{}},
+		{[]float64{3}, Range{N: 1, Min: 3, Max: 3}},
+		{[]float64{4, math.NaN(), 2, 7}, Range{N: 3, Min: 2, Max: 7}},
+	} {
+		if got := rangeOf(tc.xs); got != tc.want {
+			t.Errorf("rangeOf(%v) = %+v, want %+v", tc.xs, got, tc.want)
+		}
+	}
+}
