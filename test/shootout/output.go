@@ -114,14 +114,25 @@ func (r *report) writeRecordsCSV(w io.Writer) error {
 		for _, rec := range run.Records {
 			tpot := ""
 			if d, ok := rec.TPOT(); ok {
-				tpot = f64(d.Seconds())
+				tpot = secondsText(d)
 			}
-			_ = cw.Write([]string{run.Policy.Name, f64(rec.Sent.Seconds()), strconv.Itoa(rec.PromptTokens), strconv.Itoa(rec.OutputTokens),
-				strconv.Itoa(rec.Tokens), f64(rec.TTFT.Seconds()), f64(rec.E2E.Seconds()), tpot, strconv.FormatBool(r.SLO.Good(rec)), rec.Err, strconv.Itoa(max(run.Repeat, 1))})
+			_ = cw.Write([]string{run.Policy.Name, secondsText(rec.Sent), strconv.Itoa(rec.PromptTokens), strconv.Itoa(rec.OutputTokens),
+				strconv.Itoa(rec.Tokens), secondsText(rec.TTFT), secondsText(rec.E2E), tpot, strconv.FormatBool(r.SLO.Good(rec)), rec.Err, strconv.Itoa(max(run.Repeat, 1))})
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// secondsText writes d in seconds exactly to the nanosecond, so that
+// --render reads back the same times: a request sent within a rounding of
+// a minute's edge stays in its burst's minute.
+func secondsText(d time.Duration) string {
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return fmt.Sprintf("%s%d.%09d", sign, d/time.Second, d%time.Second)
 }
 
 // markdown is the tables for docs/shootout.md: the points (mean and
@@ -514,7 +525,12 @@ func readRecords(r io.Reader) (map[runKey][]Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Seconds are exact to the nanosecond (secondsText); an older file's,
+	// rounded to 6 digits and maybe with an exponent, are read as a float.
 	sec := func(v string) time.Duration {
+		if d, err := time.ParseDuration(v + "s"); err == nil {
+			return d
+		}
 		f, _ := strconv.ParseFloat(v, 64)
 		return time.Duration(f * float64(time.Second))
 	}

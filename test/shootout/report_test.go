@@ -233,7 +233,9 @@ func TestPrepareTrace(t *testing.T) {
 // and the SVG of a small report and checks what they hold.
 func TestReportFiles(t *testing.T) {
 	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
-	recs := []Record{{Sent: 0, OutputTokens: 1, Tokens: 1, TTFT: time.Second, E2E: time.Second}, {Sent: time.Minute, OutputTokens: 3, Err: "boom"}}
+	// The second record is sent a nanosecond before a minute's edge: read
+	// back, it must not move into the next minute.
+	recs := []Record{{Sent: 0, OutputTokens: 1, Tokens: 1, TTFT: time.Second, E2E: time.Second}, {Sent: 36*time.Minute - 1, OutputTokens: 3, TTFT: 1234567891 * time.Nanosecond, Err: "boom"}}
 	samples := []Sample{{T: 0, Replicas: 1, Ready: 1, Desired: 1}, {T: time.Hour, Replicas: 2, Ready: 2, Desired: 2}}
 	p := policy{Name: "queue-3", Metric: metricQueue, Target: "3"}
 	r := report{Trace: "tr", SLO: slo, Timing: newTiming(15, time.Minute), MaxReplicas: 8, Picker: pickLeastLoaded,
