@@ -237,6 +237,19 @@ func (r *report) writeFrontier(w io.Writer) error {
 	return nil
 }
 
+// burstColumns ends a table's header row with one column per burst (its
+// minutes, * in the warm-up) and writes the separator row.
+func (r *report) burstColumns(b *strings.Builder) {
+	for _, s := range r.BurstSpans {
+		mark := ""
+		if s.Start < r.Warmup {
+			mark = "*"
+		}
+		fmt.Fprintf(b, " %g–%g min%s |", s.Start.Minutes(), s.End.Minutes(), mark)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.BurstSpans)) + "\n")
+}
+
 // pct is an attainment as a percentage, with its interval when it has one.
 func pct(iv Interval) string {
 	if iv.N == 0 {
@@ -296,14 +309,7 @@ func (r *report) pointsMarkdown(b *strings.Builder) {
 	}
 	if len(r.BurstSpans) > 0 {
 		b.WriteString("\nAttainment of the requests that arrived in each burst's minutes (mean over the repeats; * in the warm-up):\n\n| policy |")
-		for _, s := range r.BurstSpans {
-			mark := ""
-			if s.Start < r.Warmup {
-				mark = "*"
-			}
-			fmt.Fprintf(b, " %g–%g min%s |", s.Start.Minutes(), s.End.Minutes(), mark)
-		}
-		b.WriteString("\n|---|" + strings.Repeat("---|", len(r.BurstSpans)) + "\n")
+		r.burstColumns(b)
 		for _, p := range pts {
 			fmt.Fprintf(b, "| %s |", p.Policy)
 			for i := range r.BurstSpans {

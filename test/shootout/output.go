@@ -205,14 +205,7 @@ func (r *report) burstFleetMarkdown(b *strings.Builder) {
 	}
 	b.WriteString("\nReady at each burst's start (mean of the runs) and, in the gap before it, the fewest Ready / the largest recommendation " +
 		"(least–largest over the runs; the recommendation is what the HPA's metrics asked for, without the scale-down window; - none; * in the warm-up):\n\n| policy |")
-	for _, s := range r.BurstSpans {
-		mark := ""
-		if s.Start < r.Warmup {
-			mark = "*"
-		}
-		fmt.Fprintf(b, " %g–%g min%s |", s.Start.Minutes(), s.End.Minutes(), mark)
-	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.BurstSpans)) + "\n")
+	r.burstColumns(b)
 	for _, p := range pts {
 		fmt.Fprintf(b, "| %s |", p.Policy)
 		for i := range r.BurstSpans {
