@@ -13,8 +13,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/pflag"
-	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
@@ -31,19 +29,6 @@ Serves inference servers' queue size, batch size, KV-cache usage, token and requ
 GPU activity next to those signals, per pod: kubectl inference contrast (the kubectl-inference plugin).
 `
 
-// helpColumns is the width --help wraps flag descriptions to: 0, one line
-// per flag whatever the terminal, so that docs/flags.md quotes --help exactly.
-const helpColumns = 0
-
-// newFlagSet returns one set holding all of fss's flags, for parsing.
-func newFlagSet(fss cliflag.NamedFlagSets) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("inference-metrics-adapter", pflag.ContinueOnError)
-	for _, name := range fss.Order {
-		fs.AddFlagSet(fss.FlagSets[name])
-	}
-	return fs
-}
-
 // Main runs the adapter with args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "contrast" {
@@ -54,11 +39,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	o := options.NewOptions()
 	fss := o.Flags()
-	fs := newFlagSet(fss)
+	fs := cli.FlagSet("inference-metrics-adapter", fss)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stdout, usage)
-		cliflag.PrintSections(stdout, fss, helpColumns)
+		fmt.Fprint(stdout, usage+"\n"+cli.Sections(fss))
 	}
 	if done, err := cli.Parse(fs, args); done {
 		return 0

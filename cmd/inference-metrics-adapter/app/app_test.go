@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/cmd/inference-metrics-adapter/app/options"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/flags.md from --help")
@@ -83,7 +84,7 @@ func TestEveryOwnFlagIsDocumentedInProse(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := options.NewOptions()
-	fs := newFlagSet(o.Flags())
+	fs := cli.FlagSet("inference-metrics-adapter", o.Flags())
 	for _, name := range []string{"scrape-interval", "scrape-timeout", "max-age", "max-body-size", "scrape-concurrency", "scrape-concurrency-per-namespace", "first-scrape-concurrency", "max-selectors", "max-selectors-per-namespace", "shutdown-delay", "scrape-gzip", "namespaces", "demand-ttl", "first-scrape-timeout", "gpu-agent-selector", "gpu-agent-namespace", "enable-external-metrics", "kubeconfig", "server-config", "forecast-method", "forecast-window", "forecast-horizon", "forecast-z", "forecast-holt-alpha", "forecast-holt-beta", "forecast-max-workloads"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s does not exist", name)

@@ -30,7 +30,7 @@ func TestDocCommands(t *testing.T) {
 // acceptFlags takes args through Main's steps before server.Run.
 func acceptFlags(args []string) error {
 	o := options.NewOptions()
-	fs := newFlagSet(o.Flags())
+	fs := cli.FlagSet("inference-metrics-adapter", o.Flags())
 	fs.SetOutput(io.Discard)
 	if done, err := cli.Parse(fs, args); done || err != nil {
 		return errors.Join(errors.New("parse stopped"), err)
