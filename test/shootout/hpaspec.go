@@ -53,11 +53,12 @@ func fleetSelector() *metav1.LabelSelector {
 
 // shortSyntax is the short syntax in words, for error messages.
 const shortSyntax = "want NAME=[KIND/]METRIC:TARGET[+[KIND/]METRIC:TARGET...][@up-window=DURATION][@down-window=DURATION][@min=N], " +
-	"KIND pods (the default; inference_demand_per_replica: object), object, object-avg, external or external-avg, e.g. queue-1=inference_queue_size:1; or NAME=fixed:N"
+	"KIND pods (the default; inference_demand_per_replica: object), object, object-avg, external or external-avg, e.g. queue-1=inference_queue_size:1; or NAME=fixed:N; or NAME=oracle:CAPACITY"
 
 // userPolicy parses a policy of the command line:
 //
 //	NAME=fixed:N                               a fixed fleet of N replicas
+//	NAME=oracle:CAPACITY                       a clairvoyant fleet (oracle.go)
 //	NAME=TERM[+TERM...][@OPTION...]            an HPA on every TERM
 //	TERM   = [KIND/]METRIC:TARGET
 //	KIND   = pods | object | object-avg | external | external-avg
@@ -84,6 +85,13 @@ func userPolicy(name, def string, maxReplicas int) (policy, error) {
 			return bad("a fixed fleet needs 1 to %d replicas (--max-replicas), got %q", maxReplicas, rest)
 		}
 		return policy{Name: name, Fixed: n, Why: fmt.Sprintf("a fixed fleet of %d replicas, defined by the user", n)}, nil
+	}
+	if rest, ok := strings.CutPrefix(def, "oracle:"); ok {
+		o, err := parseOracle(rest)
+		if err != nil {
+			return bad("%v", err)
+		}
+		return policy{Name: name, Oracle: o, Why: oracleWhy(o)}, nil
 	}
 	terms, options, _ := strings.Cut(def, "@")
 	spec := &autoscalingv2.HorizontalPodAutoscalerSpec{}
@@ -628,6 +636,15 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 		if !nameRE.MatchString(p.Name) || p.Name == policyCapacity {
 			return nil, fmt.Errorf("--policy-file %s: policy %q: the name must be 1-40 lower-case letters, digits and '-', and not %q", path, p.Name, policyCapacity)
 		}
+		kinds := 0
+		for _, set := range []bool{p.Spec != nil, p.Metric != "", p.Fixed != 0, p.Oracle != nil} {
+			if set {
+				kinds++
+			}
+		}
+		if kinds > 1 {
+			return nil, fmt.Errorf("--policy-file %s: policy %q: give one of spec, metric, fixed and oracle", path, p.Name)
+		}
 		if p.Spec != nil {
 			if err := validateSpec(p.Spec, maxReplicas); err != nil {
 				return nil, fmt.Errorf("--policy-file %s: policy %q: %w", path, p.Name, err)
@@ -636,8 +653,12 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 			if _, err := userPolicy(p.Name, p.Metric+":"+p.Target, maxReplicas); err != nil {
 				return nil, fmt.Errorf("--policy-file %s: %w", path, err)
 			}
+		} else if p.Oracle != nil {
+			if _, err := parseOracle(strconv.FormatFloat(p.Oracle.Capacity, 'g', -1, 64)); err != nil {
+				return nil, fmt.Errorf("--policy-file %s: policy %q: %w", path, p.Name, err)
+			}
 		} else if p.Fixed < 1 || p.Fixed > maxReplicas {
-			return nil, fmt.Errorf("--policy-file %s: policy %q: neither an HPA nor a fixed fleet of 1 to %d replicas", path, p.Name, maxReplicas)
+			return nil, fmt.Errorf("--policy-file %s: policy %q: neither an HPA, a fixed fleet of 1 to %d replicas nor an oracle", path, p.Name, maxReplicas)
 		}
 	}
 	return pols, nil
@@ -673,6 +694,9 @@ func hpaPolicy(h autoscalingv2.HorizontalPodAutoscaler, path string) policy {
 func family(p policy) string {
 	if p.Family != "" {
 		return p.Family
+	}
+	if p.Oracle != nil {
+		return "oracle"
 	}
 	if !p.isHPA() {
 		return "fixed"

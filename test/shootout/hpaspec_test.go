@@ -245,7 +245,8 @@ policies:
 
 	// A report handed back gives its policies, each once.
 	rep := report{Trace: "tr", Runs: []runResult{{Policy: pols[0], Repeat: 1}, {Policy: pols[1], Repeat: 1}, {Policy: pols[0], Repeat: 2},
-		{Policy: policy{Name: "gpu-80", Metric: metricGPU, Target: "800m"}}, {Policy: policy{Name: "fixed-4", Fixed: 4}}}}
+		{Policy: policy{Name: "gpu-80", Metric: metricGPU, Target: "800m"}}, {Policy: policy{Name: "fixed-4", Fixed: 4}},
+		{Policy: policy{Name: "oracle-1", Oracle: &oracle{Capacity: 1}}}}}
 	raw, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +255,24 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]policy{pols[0], pols[1], rep.Runs[3].Policy, rep.Runs[4].Policy}, back, cmp.AllowUnexported(policy{})); diff != "" {
+	if diff := cmp.Diff([]policy{pols[0], pols[1], rep.Runs[3].Policy, rep.Runs[4].Policy, rep.Runs[5].Policy}, back, cmp.AllowUnexported(policy{})); diff != "" {
 		t.Errorf("policies of a report handed back (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		name string
+		p    policy
+		want string
+	}{
+		{"oracle and fixed", policy{Name: "both", Fixed: 2, Oracle: &oracle{Capacity: 1}}, "give one of spec, metric, fixed and oracle"},
+		{"oracle of no capacity", policy{Name: "o", Oracle: &oracle{}}, "capacity above 0"},
+	} {
+		raw, err := json.Marshal(report{Trace: "tr", Runs: []runResult{{Policy: tc.p}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readPolicyFile(write("bad-report.json", string(raw)), 8); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one with %q", tc.name, err, tc.want)
+		}
 	}
 
 	// An HPA of a cluster: its workload becomes the fleet.

@@ -33,6 +33,9 @@ type policy struct {
 	Target string `json:"target,omitempty"`
 	// Fixed is the replica count of a fixed fleet.
 	Fixed int `json:"fixed,omitempty"`
+	// Oracle is a clairvoyant fleet: no HPA, its replicas set on a
+	// schedule computed from the trace (oracle.go).
+	Oracle *oracle `json:"oracle,omitempty"`
 	// Spec is an HPA of any shape: Pods, Object and External metrics,
 	// several of them, its own behavior and replica bounds. Its times are
 	// simulated (real-cluster) seconds, compressed when the HPA is created;
@@ -48,7 +51,8 @@ type policy struct {
 	probeFamily string
 }
 
-// isHPA reports whether p scales with an HPA (not a fixed fleet).
+// isHPA reports whether p scales with an HPA (not a fixed fleet or an
+// oracle).
 func (p policy) isHPA() bool { return p.Metric != "" || p.Spec != nil }
 
 // metrics are the HPA's metrics, in simulated units.
@@ -76,6 +80,9 @@ func podsMetric(name string, target resource.Quantity) autoscalingv2.MetricSpec 
 // metricText names p's metrics as the tables show them, e.g.
 // "inference_queue_size" or "object/inference_demand_per_replica + pods/gpu_utilization".
 func (p policy) metricText() string {
+	if p.Oracle != nil {
+		return "oracle: the trace's arrivals per minute"
+	}
 	if p.Spec == nil {
 		return p.Metric
 	}
@@ -89,6 +96,9 @@ func (p policy) metricText() string {
 // targetText is p's targets as the tables show them, e.g. "800m",
 // "3 (Value) + 800m" or "4 replicas".
 func (p policy) targetText() string {
+	if p.Oracle != nil {
+		return strconv.FormatFloat(p.Oracle.Capacity, 'g', -1, 64) + " req/s per replica"
+	}
 	if !p.isHPA() {
 		return strconv.Itoa(p.Fixed) + " replicas"
 	}
@@ -165,7 +175,7 @@ func selectPolicies(all []policy, names string, maxReplicas int) ([]policy, erro
 			for _, p := range all {
 				known = append(known, p.Name)
 			}
-			return nil, fmt.Errorf("unknown policy %q (known: %s; or NAME=[KIND/]METRIC:TARGET[+...][@OPTION...], NAME=fixed:N)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("unknown policy %q (known: %s; or NAME=[KIND/]METRIC:TARGET[+...][@OPTION...], NAME=fixed:N, NAME=oracle:CAPACITY)", n, strings.Join(known, ", "))
 		}
 	}
 	if err := checkNames(out); err != nil {

@@ -273,7 +273,11 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 		return res, err
 	}
 	start := int32(cfg.minReplicas)
+	var steps []oracleStep
 	switch {
+	case p.Oracle != nil:
+		steps = p.Oracle.schedule(reqs, oracleLead(tm), cfg.minReplicas, cfg.maxReplicas)
+		start = int32(steps[0].Replicas)
 	case !p.isHPA():
 		start = int32(p.Fixed)
 	case p.Spec != nil && p.Spec.MinReplicas != nil:
@@ -312,6 +316,11 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	var samples []Sample
 	var wg sync.WaitGroup
 	wg.Go(func() { samples = sample(sampleCtx, e, ns, selector, replayStart, tm, p.Name, say) })
+	var scheduleErr error
+	if len(steps) > 1 {
+		say("%s: %d replica changes on the oracle's schedule", p.Name, len(steps)-1)
+		wg.Go(func() { scheduleErr = followSchedule(sampleCtx, c, ns, steps, replayStart, tm) })
+	}
 	rep, lerr := loadgen.Run(ctx, loadgen.Config{
 		URL:            fe.URL,
 		Model:          cfg.model,
@@ -325,6 +334,9 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	wg.Wait()
 	if lerr != nil && rep == nil {
 		return res, fmt.Errorf("%s: replay: %w", p.Name, lerr)
+	}
+	if scheduleErr != nil {
+		return res, scheduleErr
 	}
 	res.Samples = samples
 	for _, r := range rep.Results {

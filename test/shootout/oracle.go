@@ -1,0 +1,133 @@
+// Copyright The inference-metrics-adapter Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
+)
+
+// oracleBin is the width of the oracle's load bins, in simulated time: one
+// minute, the unit of the traces' burst definition.
+const oracleBin = time.Minute
+
+// maxOracleCapacity bounds an oracle's per-replica capacity (requests per
+// simulated second): a replica of the simulator serves a few per second.
+const maxOracleCapacity = 1000.0
+
+// oracle is a clairvoyant fleet: no HPA, but a replica count set on a
+// schedule computed from the trace it is judged on, so that each minute's
+// arrivals find ceil(arrivals per second ÷ Capacity) replicas Ready. It
+// peeks at the future by design: it is a reference for what a perfect
+// forecast of each minute's load would buy, not a policy a cluster can run.
+type oracle struct {
+	// Capacity is the requests per simulated second one replica serves
+	// within the SLO (the capacity probe measures it for the trace's mix).
+	Capacity float64 `json:"capacity"`
+}
+
+// oracleWhy says what the oracle o is, for the report.
+func oracleWhy(o *oracle) string {
+	return fmt.Sprintf("clairvoyant: each minute's arrivals of the trace at %g requests per second per replica, started one cold start and one HPA sync ahead; it peeks at the trace, a reference, not a policy", o.Capacity)
+}
+
+// oracleStep is one change of the oracle's replica count: from At
+// (simulated time since the replay started) on, Replicas.
+type oracleStep struct {
+	At       time.Duration
+	Replicas int
+}
+
+// parseOracle parses the CAPACITY of NAME=oracle:CAPACITY.
+func parseOracle(s string) (*oracle, error) {
+	c, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(c > 0) || c > maxOracleCapacity || math.IsInf(c, 0) {
+		return nil, fmt.Errorf("an oracle needs a capacity above 0 and at most %g requests per second per replica, got %q", maxOracleCapacity, s)
+	}
+	return &oracle{Capacity: c}, nil
+}
+
+// schedule is the oracle's replica count over the replay of reqs: bin b
+// (oracleBin wide) needs ceil(arrivals_b ÷ (bin seconds × Capacity))
+// replicas, within [minR, maxR]; at time t the fleet holds the most any bin
+// from t to t+lead (both ends in) needs, so that a replica started lead ahead is Ready
+// when its bin starts and stays until the last bin that needs it has
+// ended. The first step is at 0. Steps are in time order, each a change.
+func (o oracle) schedule(reqs []loadgen.TraceRequest, lead time.Duration, minR, maxR int) []oracleStep {
+	var counts []int
+	for _, r := range reqs {
+		b := int(max(r.At, 0) / oracleBin)
+		for len(counts) <= b {
+			counts = append(counts, 0)
+		}
+		counts[b]++
+	}
+	perBin := oracleBin.Seconds() * o.Capacity
+	need := make([]int, len(counts))
+	for b, n := range counts {
+		need[b] = min(max(int(math.Ceil(float64(n)/perBin)), minR), maxR)
+	}
+	// The count changes only where a bin enters the look-ahead (b·bin −
+	// lead) or leaves it (b·bin, when bin b−1 ends).
+	times := []time.Duration{0}
+	for b := range need {
+		start := time.Duration(b) * oracleBin
+		times = append(times, max(start-lead, 0), start)
+	}
+	times = append(times, time.Duration(len(need))*oracleBin)
+	slices.Sort(times)
+	times = slices.Compact(times)
+	var out []oracleStep
+	for _, t := range times {
+		n := minR
+		// A replica started at t is Ready at t+lead: the bin starting
+		// then is one it must serve.
+		first, last := int(t/oracleBin), int((t+lead)/oracleBin)
+		for b := first; b <= last && b < len(need); b++ {
+			n = max(n, need[b])
+		}
+		if len(out) == 0 || out[len(out)-1].Replicas != n {
+			out = append(out, oracleStep{At: t, Replicas: n})
+		}
+	}
+	return out
+}
+
+// oracleLead is how far ahead of its bin the oracle starts a replica: the
+// cold start and one HPA sync period for the pod to be created, scheduled
+// and seen Ready.
+func oracleLead(tm timing) time.Duration { return tm.ColdStart + tm.HPASync }
+
+// followSchedule sets the Deployment's replicas to each step's count at its
+// time (simulated time since start, mapped to wall time), until the steps
+// run out or ctx ends. The first step is the fleet the run started with.
+func followSchedule(ctx context.Context, c kubernetes.Interface, ns string, steps []oracleStep, start time.Time, tm timing) error {
+	for _, s := range steps[min(1, len(steps)):] {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(start.Add(tm.wall(s.At)))):
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.AppsV1().Deployments(ns).UpdateScale(sctx, deploymentName, &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: deploymentName, Namespace: ns},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: int32(s.Replicas)},
+		}, metav1.UpdateOptions{})
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("oracle: scale %s/%s to %d at %s: %w", ns, deploymentName, s.Replicas, s.At, err)
+		}
+	}
+	return nil
+}
