@@ -53,12 +53,12 @@ func fleetSelector() *metav1.LabelSelector {
 
 // shortSyntax is the short syntax in words, for error messages.
 const shortSyntax = "want NAME=[KIND/]METRIC:TARGET[+[KIND/]METRIC:TARGET...][@up-window=DURATION][@down-window=DURATION][@min=N], " +
-	"KIND pods (the default; inference_demand_per_replica: object), object, object-avg, external or external-avg, e.g. queue-1=inference_queue_size:1; or NAME=fixed:N; or NAME=oracle:CAPACITY"
+	"KIND pods (the default; inference_demand_per_replica: object), object, object-avg, external or external-avg, e.g. queue-1=inference_queue_size:1; or NAME=fixed:N; or NAME=oracle:CAPACITY[@lag=D][@hold=D]"
 
 // userPolicy parses a policy of the command line:
 //
 //	NAME=fixed:N                               a fixed fleet of N replicas
-//	NAME=oracle:CAPACITY                       a clairvoyant fleet (oracle.go)
+//	NAME=oracle:CAPACITY[@lag=D][@hold=D]      a clairvoyant fleet (oracle.go)
 //	NAME=TERM[+TERM...][@OPTION...]            an HPA on every TERM
 //	TERM   = [KIND/]METRIC:TARGET
 //	KIND   = pods | object | object-avg | external | external-avg
@@ -654,7 +654,7 @@ func readPolicyFile(path string, maxReplicas int) ([]policy, error) {
 				return nil, fmt.Errorf("--policy-file %s: %w", path, err)
 			}
 		} else if p.Oracle != nil {
-			if _, err := parseOracle(strconv.FormatFloat(p.Oracle.Capacity, 'g', -1, 64)); err != nil {
+			if err := p.Oracle.validate(); err != nil {
 				return nil, fmt.Errorf("--policy-file %s: policy %q: %w", path, p.Name, err)
 			}
 		} else if p.Fixed < 1 || p.Fixed > maxReplicas {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -26,20 +27,37 @@ const oracleBin = time.Minute
 // simulated second): a replica of the simulator serves a few per second.
 const maxOracleCapacity = 1000.0
 
+// maxOracleShift bounds an oracle's lag and hold (simulated).
+const maxOracleShift = time.Hour
+
 // oracle is a clairvoyant fleet: no HPA, but a replica count set on a
 // schedule computed from the trace it is judged on, so that each minute's
 // arrivals find ceil(arrivals per second ÷ Capacity) replicas Ready. It
 // peeks at the future by design: it is a reference for what a perfect
 // forecast of each minute's load would buy, not a policy a cluster can run.
+// Lag and Hold turn it into a perfectly informed reactive fleet: each
+// change made Lag later, each minute's count kept for Hold after it ends.
 type oracle struct {
 	// Capacity is the requests per simulated second one replica serves
 	// within the SLO (the capacity probe measures it for the trace's mix).
 	Capacity float64 `json:"capacity"`
+	// Lag delays every change of the schedule but the first (simulated).
+	Lag time.Duration `json:"lag,omitempty"`
+	// Hold keeps each minute's count for this long after the minute ends
+	// (simulated, rounded up to whole minutes), as a scale-down window does.
+	Hold time.Duration `json:"hold,omitempty"`
 }
 
 // oracleWhy says what the oracle o is, for the report.
 func oracleWhy(o *oracle) string {
-	return fmt.Sprintf("clairvoyant: each minute's arrivals of the trace at %g requests per second per replica, started one cold start and one HPA sync ahead; it peeks at the trace, a reference, not a policy", o.Capacity)
+	why := fmt.Sprintf("clairvoyant: each minute's arrivals of the trace at %g requests per second per replica, started one cold start and one HPA sync ahead", o.Capacity)
+	if o.Lag > 0 {
+		why += fmt.Sprintf(", every change made %s later", o.Lag)
+	}
+	if o.Hold > 0 {
+		why += fmt.Sprintf(", each minute's count held %s after it", o.Hold)
+	}
+	return why + "; it peeks at the trace, a reference, not a policy"
 }
 
 // oracleStep is one change of the oracle's replica count: from At
@@ -49,13 +67,49 @@ type oracleStep struct {
 	Replicas int
 }
 
-// parseOracle parses the CAPACITY of NAME=oracle:CAPACITY.
+// parseOracle parses the CAPACITY[@lag=D][@hold=D] of NAME=oracle:....
 func parseOracle(s string) (*oracle, error) {
-	c, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(c > 0) || c > maxOracleCapacity || math.IsInf(c, 0) {
-		return nil, fmt.Errorf("an oracle needs a capacity above 0 and at most %g requests per second per replica, got %q", maxOracleCapacity, s)
+	capText, opts, _ := strings.Cut(s, "@")
+	c, err := strconv.ParseFloat(capText, 64)
+	if err != nil {
+		return nil, fmt.Errorf("an oracle needs a capacity above 0 and at most %g requests per second per replica, got %q", maxOracleCapacity, capText)
 	}
-	return &oracle{Capacity: c}, nil
+	o := &oracle{Capacity: c}
+	if opts != "" {
+		for _, opt := range strings.Split(opts, "@") {
+			key, val, _ := strings.Cut(opt, "=")
+			d, err := time.ParseDuration(val)
+			if err != nil {
+				return nil, fmt.Errorf("oracle option %q: want lag=DURATION or hold=DURATION", opt)
+			}
+			switch key {
+			case "lag":
+				o.Lag = d
+			case "hold":
+				o.Hold = d
+			default:
+				return nil, fmt.Errorf("oracle option %q: want lag=DURATION or hold=DURATION", opt)
+			}
+		}
+	}
+	return o, o.validate()
+}
+
+// validate refuses a capacity that is not a positive finite number of at
+// most maxOracleCapacity, and a lag or hold outside [0, maxOracleShift].
+func (o oracle) validate() error {
+	if !(o.Capacity > 0) || o.Capacity > maxOracleCapacity || math.IsInf(o.Capacity, 0) {
+		return fmt.Errorf("an oracle needs a capacity above 0 and at most %g requests per second per replica, got %g", maxOracleCapacity, o.Capacity)
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"lag", o.Lag}, {"hold", o.Hold}} {
+		if d.d < 0 || d.d > maxOracleShift {
+			return fmt.Errorf("an oracle's %s must be 0 to %s, got %s", d.name, maxOracleShift, d.d)
+		}
+	}
+	return nil
 }
 
 // schedule is the oracle's replica count over the replay of reqs: bin b
@@ -64,6 +118,8 @@ func parseOracle(s string) (*oracle, error) {
 // from t to t+lead (both ends in) needs, so that a replica started lead ahead is Ready
 // when its bin starts and stays until the last bin that needs it has
 // ended. The first step is at 0. Steps are in time order, each a change.
+// Hold widens each bin's need over the bins before it; Lag delays every
+// step but the first.
 func (o oracle) schedule(reqs []loadgen.TraceRequest, lead time.Duration, minR, maxR int) []oracleStep {
 	var counts []int
 	for _, r := range reqs {
@@ -74,9 +130,18 @@ func (o oracle) schedule(reqs []loadgen.TraceRequest, lead time.Duration, minR, 
 		counts[b]++
 	}
 	perBin := oracleBin.Seconds() * o.Capacity
-	need := make([]int, len(counts))
+	own := make([]int, len(counts))
 	for b, n := range counts {
-		need[b] = min(max(int(math.Ceil(float64(n)/perBin)), minR), maxR)
+		own[b] = min(max(int(math.Ceil(float64(n)/perBin)), minR), maxR)
+	}
+	// With a hold, bin b needs the most of itself and the bins that ended
+	// within the hold before it (the last bin's count outlasts the trace).
+	held := int(math.Ceil(float64(o.Hold) / float64(oracleBin)))
+	need := make([]int, len(own)+held)
+	for b := range need {
+		for k := max(0, b-held); k <= min(b, len(own)-1); k++ {
+			need[b] = max(need[b], own[k])
+		}
 	}
 	// The count changes only where a bin enters the look-ahead (b·bin −
 	// lead) or leaves it (b·bin, when bin b−1 ends).
@@ -100,6 +165,9 @@ func (o oracle) schedule(reqs []loadgen.TraceRequest, lead time.Duration, minR, 
 		if len(out) == 0 || out[len(out)-1].Replicas != n {
 			out = append(out, oracleStep{At: t, Replicas: n})
 		}
+	}
+	for i := 1; i < len(out); i++ {
+		out[i].At += o.Lag
 	}
 	return out
 }

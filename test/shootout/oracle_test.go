@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ func TestOracleSchedule(t *testing.T) {
 		capacity   float64
 		lead       time.Duration
 		minR, maxR int
+		o          oracle // lag and hold; its capacity is capacity
 		want       []oracleStep
 	}{
 		{
@@ -70,10 +72,27 @@ func TestOracleSchedule(t *testing.T) {
 			name: "lead on a bin edge", reqs: arrivals(2, 120), capacity: 1, lead: time.Minute, minR: 1, maxR: 8,
 			want: []oracleStep{{0, 1}, {m, 2}, {3 * m, 1}},
 		},
+		{
+			// Lagged by 75 s: every change but the first made later.
+			name: "lag", reqs: append(arrivals(0, 120), arrivals(3, 239)...), capacity: 1, lead: 75 * time.Second, minR: 1, maxR: 8,
+			o:    oracle{Lag: 75 * time.Second},
+			want: []oracleStep{{0, 2}, {m + 75*time.Second, 1}, {3 * m, 4}, {5*m + 15*time.Second, 1}},
+		},
+		{
+			// Held 2 minutes (and 90 s rounds up to 2): minute 0's 2 kept
+			// through minutes 1 and 2, minute 3's 4 through 4 and 5.
+			name: "hold", reqs: append(arrivals(0, 120), arrivals(3, 239)...), capacity: 1, lead: 75 * time.Second, minR: 1, maxR: 8,
+			o:    oracle{Hold: 90 * time.Second},
+			want: []oracleStep{{0, 2}, {105 * time.Second, 4}, {6 * m, 1}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := oracle{Capacity: tt.capacity}.schedule(tt.reqs, tt.lead, tt.minR, tt.maxR)
+			o := tt.o
+			if o.Capacity == 0 {
+				o.Capacity = tt.capacity
+			}
+			got := o.schedule(tt.reqs, tt.lead, tt.minR, tt.maxR)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("schedule (-want +got):\n%s", diff)
 			}
@@ -111,5 +130,36 @@ func TestFollowSchedule(t *testing.T) {
 	}
 	if got != nil {
 		t.Errorf("scales set after the context ended: %v", got)
+	}
+}
+
+func TestParseOracle(t *testing.T) {
+	for _, tc := range []struct {
+		in, wantErr string
+		want        oracle
+	}{
+		{in: "3.25", want: oracle{Capacity: 3.25}},
+		{in: "0.5@lag=75s@hold=5m", want: oracle{Capacity: 0.5, Lag: 75 * time.Second, Hold: 5 * time.Minute}},
+		{in: "0", wantErr: "capacity above 0"},
+		{in: "-1", wantErr: "capacity above 0"},
+		{in: "NaN", wantErr: "capacity above 0"},
+		{in: "+Inf", wantErr: "capacity above 0"},
+		{in: "1e9", wantErr: "at most 1000"},
+		{in: "", wantErr: "capacity above 0"},
+		{in: "1@lag=soon", wantErr: `option "lag=soon"`},
+		{in: "1@wait=1m", wantErr: `option "wait=1m"`},
+		{in: "1@lag=-1s", wantErr: "lag must be 0 to 1h0m0s"},
+		{in: "1@hold=2h", wantErr: "hold must be 0 to 1h0m0s"},
+	} {
+		got, err := parseOracle(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseOracle(%q): error %v, want one with %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || *got != tc.want {
+			t.Errorf("parseOracle(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
 	}
 }

