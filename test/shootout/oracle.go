@@ -72,7 +72,7 @@ func parseOracle(s string) (*oracle, error) {
 	capText, opts, _ := strings.Cut(s, "@")
 	c, err := strconv.ParseFloat(capText, 64)
 	if err != nil {
-		return nil, fmt.Errorf("an oracle needs a capacity above 0 and at most %g requests per second per replica, got %q", maxOracleCapacity, capText)
+		return nil, capacityError(strconv.Quote(capText))
 	}
 	o := &oracle{Capacity: c}
 	if opts != "" {
@@ -95,11 +95,17 @@ func parseOracle(s string) (*oracle, error) {
 	return o, o.validate()
 }
 
+// capacityError is the error of a capacity that is not a number above 0
+// and at most maxOracleCapacity; got is the capacity as given.
+func capacityError(got string) error {
+	return fmt.Errorf("an oracle needs a capacity above 0 and at most %g requests per second per replica, got %s", maxOracleCapacity, got)
+}
+
 // validate refuses a capacity that is not a positive finite number of at
 // most maxOracleCapacity, and a lag or hold outside [0, maxOracleShift].
 func (o oracle) validate() error {
 	if !(o.Capacity > 0) || o.Capacity > maxOracleCapacity || math.IsInf(o.Capacity, 0) {
-		return fmt.Errorf("an oracle needs a capacity above 0 and at most %g requests per second per replica, got %g", maxOracleCapacity, o.Capacity)
+		return capacityError(strconv.FormatFloat(o.Capacity, 'g', -1, 64))
 	}
 	for _, d := range []struct {
 		name string
