@@ -12,6 +12,8 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/forecast"
 )
 
 // Metric names of the adapter (pkg/adapter/catalog).
@@ -224,6 +226,9 @@ type timing struct {
 	SLOWindow time.Duration `json:"sloWindow"`
 	// ForecastWindow is the history the adapter's demand forecast reads.
 	ForecastWindow time.Duration `json:"forecastWindow"`
+	// ForecastFloorWindow is the span whose largest demand the forecast's
+	// floor (a metric selector's floor=) is a share of.
+	ForecastFloorWindow time.Duration `json:"forecastFloorWindow"`
 }
 
 // newTiming is the real defaults: the HPA controller's 15 s sync and its
@@ -247,6 +252,8 @@ func newTiming(compress float64, coldStart time.Duration) timing {
 		ReadinessProbeGap: time.Duration(float64(100*time.Millisecond) * compress),
 		SLOWindow:         time.Minute,
 		ForecastWindow:    5 * time.Minute,
+		// The adapter's default.
+		ForecastFloorWindow: forecast.DefaultFloorWindow,
 	}
 }
 

@@ -120,6 +120,7 @@ func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any))
 		"--max-age="+tm.wall(tm.MaxAge).String(),
 		"--slo-window="+tm.wall(tm.SLOWindow).String(),
 		"--forecast-window="+tm.wall(tm.ForecastWindow).String(),
+		"--forecast-floor-window="+tm.wall(tm.ForecastFloorWindow).String(),
 		"--v=1")
 	say("starting the adapter (scrape every %s wall = %s simulated)", tm.wall(tm.ScrapeInterval), tm.ScrapeInterval)
 	if e.adapter, err = framework.StartAdapter(ctx, e.cp, framework.AdapterConfig{

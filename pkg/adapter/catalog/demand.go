@@ -38,3 +38,9 @@ const ForecastZLabel = "z"
 // question (a Go duration such as 2m, above 0 and at most the adapter's
 // --forecast-window), in place of --forecast-window.
 const ForecastWindowLabel = "window"
+
+// ForecastFloorLabel is the metric selector label that sets the forecast's
+// floor for one question (a decimal from 0 to 1, the share of the largest
+// demand in the adapter's --forecast-floor-window below which the forecast
+// does not fall), in place of --forecast-floor.
+const ForecastFloorLabel = "floor"

@@ -47,6 +47,13 @@ const (
 	MinSamples = 3
 	// MaxAutoHorizon bounds the horizon taken from the pods' start-up time.
 	MaxAutoHorizon = 10 * time.Minute
+	// DefaultFloorWindow is the span whose largest demand the floor is a
+	// share of: longer than the HPA's default 5-minute scale-down window,
+	// so that a floor outlasts a quiet gap the window alone does not.
+	DefaultFloorWindow = 15 * time.Minute
+	// MaxFloorWindow bounds the floor's window: a history's MaxSamples
+	// spread over it are one every 28 s at most.
+	MaxFloorWindow = 30 * time.Minute
 )
 
 // Params are an estimate's settings.
@@ -57,6 +64,10 @@ type Params struct {
 	Z       float64       // staffing's safety factor
 	Alpha   float64       // holt's level smoothing, in (0, 1]
 	Beta    float64       // holt's trend smoothing, in (0, 1]
+	// Floor is the share, in [0, 1], of the largest demand of the last
+	// FloorWindow below which the forecast does not fall; 0 is no floor.
+	Floor       float64
+	FloorWindow time.Duration
 }
 
 // Result is an estimate with what it was made from.
@@ -71,6 +82,10 @@ type Result struct {
 	// Note says why an estimate fell back (staffing without a
 	// completions rate), for the logs; empty otherwise.
 	Note string
+	// Floor is Params.Floor times the largest demand of the history in
+	// the last Params.FloorWindow (0 without a floor); Forecast is at
+	// least Floor.
+	Floor float64
 }
 
 // ShortError is the error of a history too short to forecast from.
@@ -118,7 +133,21 @@ func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
 	if math.IsNaN(r.Forecast) || math.IsInf(r.Forecast, 0) {
 		return r, fmt.Errorf("the %s forecast (%g) is not a finite number", p.Method, r.Forecast)
 	}
+	if p.Floor > 0 {
+		r.Floor = p.Floor * peak(series, now, p.FloorWindow)
+		r.Forecast = max(r.Forecast, r.Floor)
+	}
 	return r, nil
+}
+
+// peak is the largest demand of series in the last window before now (0
+// when none is in it).
+func peak(series []Sample, now time.Time, window time.Duration) float64 {
+	var d float64
+	for _, s := range inWindow(series, now, window) {
+		d = max(d, s.Demand)
+	}
+	return d
 }
 
 // inWindow returns the samples of series no older than window before now

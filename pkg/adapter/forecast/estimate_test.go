@@ -209,6 +209,51 @@ func TestEstimate(t *testing.T) {
 	})
 }
 
+// TestEstimateFloor: the floor is a share of the largest demand in the
+// floor's window, which may reach past the estimators' window; the forecast
+// never falls below it, and a floor of 0 changes nothing.
+func TestEstimateFloor(t *testing.T) {
+	const step = 15 * time.Second
+	// A burst of 40 in system for two samples, then 16 minutes of quiet (1
+	// in system): 64 samples in all, as a full history holds.
+	d := repeat(1, 66)
+	d[0], d[1] = 40, 40
+	gap := series(step, d, constant(1))
+	last := gap[len(gap)-1].At
+	for _, tc := range []struct {
+		name      string
+		method    Method
+		floor     float64
+		window    time.Duration
+		wantFloor float64
+	}{
+		{"no floor", Staffing, 0, DefaultFloorWindow, 0},
+		{"the burst is past a 15m window", Staffing, 0.5, 15 * time.Minute, 0.5},
+		{"half the burst within a 17m window", Staffing, 0.5, 17 * time.Minute, 20},
+		{"the whole burst", Holt, 1, 17 * time.Minute, 40},
+		{"envelope too", Envelope, 0.25, 17 * time.Minute, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Params{Method: tc.method, Window: 5 * time.Minute, Horizon: 2 * time.Minute, Z: DefaultZ, Alpha: DefaultAlpha, Beta: DefaultBeta, Floor: tc.floor, FloorWindow: tc.window}
+			r, err := Estimate(gap, last, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Floor != tc.wantFloor {
+				t.Errorf("floor %g, want %g", r.Floor, tc.wantFloor)
+			}
+			p.Floor = 0
+			bare, err := Estimate(gap, last, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := max(bare.Forecast, tc.wantFloor); r.Forecast != want {
+				t.Errorf("forecast %g, want the larger of the estimate %g and the floor %g", r.Forecast, bare.Forecast, tc.wantFloor)
+			}
+		})
+	}
+}
+
 // TestEstimateShort: absent until 3 samples span half the shorter of
 // horizon and window; a restart (no history) is absent too.
 func TestEstimateShort(t *testing.T) {

@@ -37,6 +37,11 @@ type ForecastConfig struct {
 	Horizon time.Duration
 	// Z is staffing's safety factor; Alpha and Beta holt's smoothing.
 	Z, Alpha, Beta float64
+	// Floor is the share, in [0, 1], of the largest demand of the last
+	// FloorWindow below which the forecast does not fall (0: none), when
+	// the metric selector sets none.
+	Floor       float64
+	FloorWindow time.Duration
 	// MaxWorkloads is the most histories kept.
 	MaxWorkloads int
 }
@@ -52,15 +57,18 @@ func DefaultForecastConfig() ForecastConfig {
 		Z:            forecast.DefaultZ,
 		Alpha:        forecast.DefaultAlpha,
 		Beta:         forecast.DefaultBeta,
+		FloorWindow:  forecast.DefaultFloorWindow,
 		MaxWorkloads: DefaultMaxForecastWorkloads,
 	}
 }
 
-// newHistories returns the forecast's histories; a sample closer than half
-// a scrape interval to the previous one is skipped (the values change at
-// each scrape).
+// newHistories returns the forecast's histories, spanning the longer of the
+// forecast's window and the floor's; a sample closer than half a scrape
+// interval to the previous one is skipped (the values change at each
+// scrape).
 func newHistories(cfg Config) *forecast.Histories {
-	return forecast.NewHistories(forecast.Config{Window: cfg.Forecast.Window, MinSpacing: cfg.Window / 2, MaxWorkloads: cfg.Forecast.MaxWorkloads})
+	span := max(cfg.Forecast.Window, cfg.Forecast.FloorWindow)
+	return forecast.NewHistories(forecast.Config{Window: span, MinSpacing: cfg.Window / 2, MaxWorkloads: cfg.Forecast.MaxWorkloads})
 }
 
 // selectorKey is a selector's string, "" for none.
@@ -105,6 +113,7 @@ type forecastQuestion struct {
 	method forecast.Method
 	z      float64       // staffing's safety factor
 	window time.Duration // the span holt fits and staffing measures dispersion over
+	floor  float64       // the share of the floor window's largest demand
 	model  labels.Selector
 }
 
@@ -118,7 +127,7 @@ const maxForecastZ = 10
 // of range and a setting its method does not read are a 400 naming them.
 func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQuestion, error) {
 	fc := p.cfg.Forecast
-	q := forecastQuestion{method: fc.Method, z: fc.Z, window: fc.Window}
+	q := forecastQuestion{method: fc.Method, z: fc.Z, window: fc.Window, floor: fc.Floor}
 	if metricSelector == nil || metricSelector.Empty() {
 		return q, nil
 	}
@@ -157,11 +166,21 @@ func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQue
 				return q, badRequest(fmt.Sprintf("%s: the metric selector's %s %q: want a duration above 0 and at most the adapter's --forecast-window, %s (the history holds no more), such as 2m or 90s", catalog.DemandForecastPerReplica, catalog.ForecastWindowLabel, v, fc.Window))
 			}
 			q.window, windowSet = w, true
+		case catalog.ForecastFloorLabel:
+			v, ok := oneValue(r)
+			if !ok {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one number from 0 to 1 (%s=0.5), got %q", catalog.DemandForecastPerReplica, catalog.ForecastFloorLabel, catalog.ForecastFloorLabel, r.String()))
+			}
+			f, err := parseDecimal(v, 1)
+			if err != nil {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %s %q: %v (the share of the largest demand of the last %s below which the forecast does not fall), such as 0.5", catalog.DemandForecastPerReplica, catalog.ForecastFloorLabel, v, err, fc.FloorWindow))
+			}
+			q.floor = f
 		case "model_name", "model", catalog.RoleSelectorLabel:
 			// A role picks pods (role.go), and keys its own history.
 			model = model.Add(r)
 		default:
-			return q, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt or staffing), %s, %s, model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.ForecastZLabel, catalog.ForecastWindowLabel, catalog.RoleSelectorLabel))
+			return q, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt or staffing), %s, %s, %s, model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.ForecastZLabel, catalog.ForecastWindowLabel, catalog.ForecastFloorLabel, catalog.RoleSelectorLabel))
 		}
 	}
 	if zSet && q.method != forecast.Staffing {
@@ -190,15 +209,25 @@ func oneValue(r labels.Requirement) (string, bool) {
 // parseZ reads a metric selector's z: a plain decimal (digits, at most one
 // point) from 0 to maxForecastZ.
 func parseZ(s string) (float64, error) {
-	want := fmt.Errorf("want a decimal number from 0 to %d (staffing's safety factor), such as 1 or 0.5", maxForecastZ)
+	z, err := parseDecimal(s, maxForecastZ)
+	if err != nil {
+		return 0, fmt.Errorf("%w (staffing's safety factor), such as 1 or 0.5", err)
+	}
+	return z, nil
+}
+
+// parseDecimal reads a plain decimal (digits, at most one point) from 0 to
+// most.
+func parseDecimal(s string, most float64) (float64, error) {
+	want := fmt.Errorf("want a decimal number from 0 to %g", most)
 	if s == "" || strings.Count(s, ".") > 1 || strings.Trim(s, "0123456789.") != "" {
 		return 0, want
 	}
-	z, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(z) || math.IsInf(z, 0) || z < 0 || z > maxForecastZ {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > most {
 		return 0, want
 	}
-	return z, nil
+	return v, nil
 }
 
 // forecastHorizon is the configured horizon, or auto: the longest start-up
@@ -239,7 +268,7 @@ func (p *Provider) forecastValue(ctx context.Context, k kind, name types.Namespa
 		return nil, notFound(info, fmt.Sprintf("%s: the forecast needs the demand, which is unknown: %s; the history holds %d samples", obj, why, len(series)))
 	}
 	fc := p.cfg.Forecast
-	params := forecast.Params{Method: q.method, Window: q.window, Horizon: p.forecastHorizon(pods), Z: q.z, Alpha: fc.Alpha, Beta: fc.Beta}
+	params := forecast.Params{Method: q.method, Window: q.window, Horizon: p.forecastHorizon(pods), Z: q.z, Alpha: fc.Alpha, Beta: fc.Beta, Floor: q.floor, FloorWindow: fc.FloorWindow}
 	res, err := forecast.Estimate(series, now, params)
 	if err != nil {
 		return nil, notFound(info, fmt.Sprintf("%s: %s forecast over a horizon of %s: %v", obj, q.method, params.Horizon, err))

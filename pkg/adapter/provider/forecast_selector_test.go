@@ -67,7 +67,11 @@ func TestForecastSelectorSettingsRefused(t *testing.T) {
 		{"z with holt", mustParse(t, "method=holt,z=1"), []string{"z applies to method=staffing only, not holt"}},
 		{"z with envelope", mustParse(t, "method=envelope,z=1"), []string{"z applies to method=staffing only, not envelope"}},
 		{"window with envelope", mustParse(t, "method=envelope,window=2m"), []string{"window applies to method=holt and staffing only, not envelope"}},
-		{"an unknown key lists z and window", mustParse(t, "team=x"), []string{`key "team"`, "method (envelope, holt or staffing), z, window, model_name and role"}},
+		{"floor=2", mustParse(t, "floor=2"), []string{`floor "2"`, "from 0 to 1", "largest demand of the last 15m0s"}},
+		{"floor=-1", unvalidated("floor", "-1"), []string{`floor "-1"`, "from 0 to 1"}},
+		{"floor=half", mustParse(t, "floor=half"), []string{`floor "half"`, "decimal number"}},
+		{"floor in (0.1,0.2)", mustParse(t, "floor in (0.1,0.2)"), []string{`"floor" must name one number from 0 to 1`}},
+		{"an unknown key lists z, window and floor", mustParse(t, "team=x"), []string{`key "team"`, "method (envelope, holt or staffing), z, window, floor, model_name and role"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			info := cmprovider.CustomMetricInfo{GroupResource: deploymentsGR, Namespaced: true, Metric: catalog.DemandForecastPerReplica}
@@ -154,5 +158,63 @@ func TestForecastSelectorSettings(t *testing.T) {
 	_, _, err := askForecast(f, mustParse(t, "window=20s"))
 	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "in the last 20s") || !strings.Contains(err.Error(), "spanning at least 10s") {
 		t.Errorf("window=20s: %v, want a 404 about the 20s window", err)
+	}
+}
+
+// TestForecastFloor: on a history bursty (demand 2 and 20 by turns) for
+// four minutes and steady at 10 in the last, the floor is a share of the
+// largest demand in the floor's window, for every method, set by the
+// metric selector or by the adapter's default; a floor window that holds
+// only the steady minute floors nothing above it.
+func TestForecastFloor(t *testing.T) {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	history := func(cfg ForecastConfig) *forecastFixture {
+		f := newForecastFixture(t, start, cfg, "llm")
+		f.addPod("a", "llm", time.Minute)
+		f.clk.SetTime(start.Add(-15 * time.Second))
+		f.scrape("a", 1, 1, 1, 15)
+		for i := 0; i <= 20; i++ {
+			f.clk.SetTime(start.Add(time.Duration(i) * 15 * time.Second))
+			q := 9.0
+			if i < 16 {
+				q = []float64{1, 19}[i%2]
+			}
+			f.scrape("a", q, 1, 1, 15)
+			if _, err := f.ask(catalog.DemandPerReplica, "llm", ""); err != nil {
+				t.Fatalf("sample %d: %v", i, err)
+			}
+		}
+		return f
+	}
+	byDefault := DefaultForecastConfig()
+	floored := DefaultForecastConfig()
+	floored.Floor = 0.75
+	short := DefaultForecastConfig()
+	short.FloorWindow = time.Minute
+	for _, tc := range []struct {
+		name     string
+		cfg      ForecastConfig
+		selector string
+		want     float64
+	}{
+		{"no floor by default: the demand", byDefault, "z=0", 10},
+		{"floor=1: the bursts' 20", byDefault, "z=0,floor=1", 20},
+		{"floor=0.25: 5, below the demand", byDefault, "z=0,floor=0.25", 10},
+		{"holt floored", byDefault, "method=holt,window=1m,floor=0.9", 18},
+		{"envelope floored", byDefault, "method=envelope,floor=1", 20},
+		{"--forecast-floor 0.75", floored, "z=0", 15},
+		{"the selector's floor=0 over the flag's", floored, "z=0,floor=0", 10},
+		{"a 1m floor window holds the steady minute only", short, "z=0,floor=1", 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := history(tc.cfg)
+			v, _, err := askForecast(f, mustParse(t, tc.selector))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(v-tc.want) > 0.001 {
+				t.Errorf("%q: %g, want %g", tc.selector, v, tc.want)
+			}
+		})
 	}
 }

@@ -111,13 +111,16 @@ type Options struct {
 
 	// ForecastMethod, ForecastWindow, ForecastHorizon ("auto" or a
 	// duration), ForecastZ, ForecastHoltAlpha, ForecastHoltBeta and
-	// ForecastMaxWorkloads set inference_demand_forecast_per_replica.
+	// ForecastMaxWorkloads set inference_demand_forecast_per_replica;
+	// ForecastFloor and ForecastFloorWindow its floor.
 	ForecastMethod       string
 	ForecastWindow       time.Duration
 	ForecastHorizon      string
 	ForecastZ            float64
 	ForecastHoltAlpha    float64
 	ForecastHoltBeta     float64
+	ForecastFloor        float64
+	ForecastFloorWindow  time.Duration
 	ForecastMaxWorkloads int
 
 	// namespaceFile holds the adapter's own namespace in a pod; read when
@@ -171,6 +174,7 @@ func NewOptions() *Options {
 		ForecastZ:            forecast.DefaultZ,
 		ForecastHoltAlpha:    forecast.DefaultAlpha,
 		ForecastHoltBeta:     forecast.DefaultBeta,
+		ForecastFloorWindow:  forecast.DefaultFloorWindow,
 		ForecastMaxWorkloads: provider.DefaultMaxForecastWorkloads,
 	}
 }
@@ -300,11 +304,13 @@ func (o *Options) addOwnFlags(fss *cliflag.NamedFlagSets) {
 
 	fs = fss.FlagSet("forecast")
 	fs.StringVar(&o.ForecastMethod, "forecast-method", o.ForecastMethod, "Estimator of inference_demand_forecast_per_replica when the metric selector names none (method=...): envelope (the largest demand in the last horizon), holt (Holt's linear trend over the window, a horizon ahead) or staffing (the demand plus z x sqrt(dispersion x demand)).")
-	fs.DurationVar(&o.ForecastWindow, "forecast-window", o.ForecastWindow, "History the demand forecast reads (holt and staffing fit it; the dispersion is measured over it). A workload's history idle for two windows is dropped.")
+	fs.DurationVar(&o.ForecastWindow, "forecast-window", o.ForecastWindow, "History the demand forecast reads (holt and staffing fit it; the dispersion is measured over it). A workload's history idle for twice the longer of it and --forecast-floor-window is dropped.")
 	fs.StringVar(&o.ForecastHorizon, "forecast-horizon", o.ForecastHorizon, "How far ahead the demand forecast looks: auto (the longest start-up time of the workload's Ready pods, Ready condition's last transition less creation, clamped to one --scrape-interval and 10m) or a duration, at most --forecast-window.")
 	fs.Float64Var(&o.ForecastZ, "forecast-z", o.ForecastZ, "Safety factor z of the staffing forecast's headroom z x sqrt(dispersion x demand); 1.645 covers 95% of Poisson arrivals. At least 0.")
 	fs.Float64Var(&o.ForecastHoltAlpha, "forecast-holt-alpha", o.ForecastHoltAlpha, "Level smoothing of the holt forecast, in (0, 1].")
 	fs.Float64Var(&o.ForecastHoltBeta, "forecast-holt-beta", o.ForecastHoltBeta, "Trend smoothing of the holt forecast, in (0, 1].")
+	fs.Float64Var(&o.ForecastFloor, "forecast-floor", o.ForecastFloor, "Share, in [0, 1], of the workload's largest demand in the last --forecast-floor-window below which the demand forecast does not fall, for every method; 0 is no floor. A metric selector floor=... sets it per question.")
+	fs.DurationVar(&o.ForecastFloorWindow, "forecast-floor-window", o.ForecastFloorWindow, "Span whose largest demand the forecast's floor is a share of, above 0 and at most 30m. The histories keep 64 samples over the longer of it and --forecast-window.")
 	fs.IntVar(&o.ForecastMaxWorkloads, "forecast-max-workloads", o.ForecastMaxWorkloads, "Most workload demand histories the forecast keeps (about 1.5 KB each); past it the least recently asked goes, and one namespace holds at most a quarter of them.")
 
 	fs = fss.FlagSet("KEDA")
@@ -608,6 +614,12 @@ func (o *Options) validateForecast() []error {
 			errs = append(errs, fmt.Errorf("%s must be in (0, 1], got %g", f.name, f.v))
 		}
 	}
+	if !(o.ForecastFloor >= 0 && o.ForecastFloor <= 1) {
+		errs = append(errs, fmt.Errorf("--forecast-floor must be in [0, 1] (a share of the largest recent demand), got %g", o.ForecastFloor))
+	}
+	if o.ForecastFloorWindow <= 0 || o.ForecastFloorWindow > forecast.MaxFloorWindow {
+		errs = append(errs, fmt.Errorf("--forecast-floor-window must be above 0 and at most %s (a history keeps %d samples), got %s", forecast.MaxFloorWindow, forecast.MaxSamples, o.ForecastFloorWindow))
+	}
 	if o.ForecastMaxWorkloads < 1 {
 		errs = append(errs, fmt.Errorf("--forecast-max-workloads must be at least 1, got %d", o.ForecastMaxWorkloads))
 	}
@@ -625,6 +637,8 @@ func (o *Options) forecastConfig() provider.ForecastConfig {
 		Z:            o.ForecastZ,
 		Alpha:        o.ForecastHoltAlpha,
 		Beta:         o.ForecastHoltBeta,
+		Floor:        o.ForecastFloor,
+		FloorWindow:  o.ForecastFloorWindow,
 		MaxWorkloads: o.ForecastMaxWorkloads,
 	}
 }
