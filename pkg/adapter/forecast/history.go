@@ -100,8 +100,9 @@ func (h *history) series() []Sample {
 // Config bounds the histories.
 type Config struct {
 	// Window is the longest span an estimate reads (the estimators'
-	// window or the floor's): MaxSamples are spread over it at most, and a
-	// history idle for two windows is dropped.
+	// window or the floor's): samples are kept at least Window/MaxSamples
+	// apart, so that a full history covers it, and a history idle for two
+	// windows is dropped.
 	Window time.Duration
 	// MinSpacing: a sample closer than this to the previous one is skipped
 	// (half the scrape interval: the values change at each scrape).
