@@ -51,8 +51,9 @@ const (
 	// share of: longer than the HPA's default 5-minute scale-down window,
 	// so that a floor outlasts a quiet gap the window alone does not.
 	DefaultFloorWindow = 15 * time.Minute
-	// MaxFloorWindow bounds the floor's window: a history's MaxSamples
-	// spread over it are one every 28 s at most.
+	// MaxFloorWindow bounds the floor's window: a history keeps
+	// MaxSamples samples spread over its window, so over 30 minutes they
+	// are at least 28 s apart, and a shorter peak may fall between two.
 	MaxFloorWindow = 30 * time.Minute
 )
 
