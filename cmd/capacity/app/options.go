@@ -116,7 +116,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.Float64Var(&o.peakRate, "peak-rate", o.peakRate, "Expected peak requests/s for the whole workload; sets maxReplicas = ceil(peak ÷ planning rate).")
 	fs.Float64Var(&o.margin, "margin", o.margin, "Safety margin: the single-metric target is the value observed at capacity times (1 - margin); the planning rate is capacity times (1 - margin).")
 	fs.DurationVar(&o.modelLoadTime, "model-load-time", o.modelLoadTime, "Measured time from a replica's pod creation to Ready; the scale-down window is max(300s, 2 × it).")
-	fs.StringVar(&o.method, "forecast-method", o.method, "Forecast method (the metric selector's method label): envelope, holt or staffing; empty leaves it to the adapter's default. Not with --output keda or both.")
+	fs.StringVar(&o.method, "forecast-method", o.method, "Forecast method (the metric selector's method label): envelope, holt, staffing or auto; empty leaves it to the adapter's default. Not with --output keda or both.")
 	fs.StringVar(&o.scaler, "keda-scaler-address", o.scaler, "The adapter's KEDA scaler port, HOST:PORT, written into the ScaledObject's triggers.")
 	fs.StringVar(&o.hpaMetric, "hpa-metric", o.hpaMetric, "Metric of the single-metric HPA: auto, inference_queue_size or inference_batch_size.")
 

@@ -60,7 +60,7 @@ func TestConfig(t *testing.T) {
 		{Name: "empty kind", Args: []string{"--rates", "1", "--workload-kind", ""}, WantErr: "workload-kind must be Deployment or StatefulSet"},
 		{Name: "zero load time", Args: []string{"--rates", "1", "--model-load-time", "0s"}, WantErr: "model-load-time must be more than 0: give the measured time"},
 		{Name: "load time past the window", Args: []string{"--rates", "1", "--model-load-time", "45m"}, WantErr: "at most 3600s), got 45m0s"},
-		{Name: "bad method", Args: []string{"--rates", "1", "--forecast-method", "prophet"}, WantErr: `one of envelope, holt, staffing, got "prophet"`},
+		{Name: "bad method", Args: []string{"--rates", "1", "--forecast-method", "prophet"}, WantErr: `one of envelope, holt, staffing, auto, got "prophet"`},
 		{Name: "method with KEDA", Args: []string{"--rates", "1", "--forecast-method", "holt", "--output", "both"}, WantErr: `forecast-method "holt" cannot go into a ScaledObject`},
 		{Name: "empty scaler address", Args: []string{"--rates", "1", "--keda-scaler-address", ""}, WantErr: "keda-scaler-address must not be empty"},
 		{Name: "from json", Args: []string{"--from-json", recorded}},

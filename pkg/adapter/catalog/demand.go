@@ -25,11 +25,11 @@ const DemandForecastPerReplica = "inference_demand_forecast_per_replica"
 const DemandForecastPerReplicaUnit = "requests per replica"
 
 // ForecastMethodLabel is the metric selector label that picks the forecast's
-// estimator (envelope, holt or staffing).
+// estimator (envelope, holt, staffing or auto).
 const ForecastMethodLabel = "method"
 
-// ForecastZLabel is the metric selector label that sets staffing's safety
-// factor z for one question (a decimal from 0 to 10), in place of the
+// ForecastZLabel is the metric selector label that sets staffing's (and
+// auto's) safety factor z for one question (a decimal from 0 to 10), in place of the
 // adapter's --forecast-z.
 const ForecastZLabel = "z"
 

@@ -22,10 +22,14 @@ const (
 	// Staffing is the demand plus a queueing headroom z·√(I·D), with I
 	// the index of dispersion of the arrivals over the window.
 	Staffing Method = "staffing"
+	// Auto is staffing when the arrivals have been bursty over the
+	// history's span (their burstiness at least Params.Bursty), holt
+	// otherwise.
+	Auto Method = "auto"
 )
 
 // Methods lists the estimators, in the order the docs give them.
-func Methods() []Method { return []Method{Envelope, Holt, Staffing} }
+func Methods() []Method { return []Method{Envelope, Holt, Staffing, Auto} }
 
 // ParseMethod returns the method named s.
 func ParseMethod(s string) (Method, error) {
@@ -34,7 +38,7 @@ func ParseMethod(s string) (Method, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("unknown forecast method %q: one of envelope, holt, staffing", s)
+	return "", fmt.Errorf("unknown forecast method %q: one of envelope, holt, staffing, auto", s)
 }
 
 // Defaults of the estimators' parameters.
@@ -43,6 +47,13 @@ const (
 	DefaultZ      = 1.645 // one-sided 95%
 	DefaultAlpha  = 0.5
 	DefaultBeta   = 0.3
+	// DefaultBursty is auto's threshold on the arrivals' burstiness (the
+	// squared coefficient of variation of their rate per sample interval):
+	// a rate whose standard deviation is half its mean. Chosen between the
+	// two recorded traces of docs/shootout.md: over any 15 minutes at 15 s
+	// intervals the steady one measures at most 0.15, the bursty one at
+	// least 1.0.
+	DefaultBursty = 0.25
 	// MinSamples is the fewest samples a forecast needs in its window.
 	MinSamples = 3
 	// MaxAutoHorizon bounds the horizon taken from the pods' start-up time.
@@ -69,6 +80,10 @@ type Params struct {
 	// FloorWindow below which the forecast does not fall; 0 is no floor.
 	Floor       float64
 	FloorWindow time.Duration
+	// Bursty is auto's threshold on the burstiness, measured over the last
+	// BurstWindow.
+	Bursty      float64
+	BurstWindow time.Duration
 }
 
 // Result is an estimate with what it was made from.
@@ -80,6 +95,14 @@ type Result struct {
 	Span    time.Duration
 	// Dispersion is staffing's index of dispersion (1 when unknown).
 	Dispersion float64
+	// Method is the estimator that made the forecast: Params.Method, or
+	// the one auto chose.
+	Method Method
+	// Burstiness is what auto measured over Params.BurstWindow: the
+	// squared coefficient of variation of the arrival rate per sample
+	// interval, (I − 1) ÷ the mean arrivals per interval; NaN when not
+	// measured or unknown.
+	Burstiness float64
 	// Note says why an estimate fell back (staffing without a
 	// completions rate), for the logs; empty otherwise.
 	Note string
@@ -113,7 +136,7 @@ func NeedSpan(horizon, window time.Duration) time.Duration {
 // an error when the result is not a finite number.
 func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
 	in := inWindow(series, now, p.Window)
-	r := Result{Samples: len(in), Dispersion: 1}
+	r := Result{Samples: len(in), Dispersion: 1, Method: p.Method, Burstiness: math.NaN()}
 	if len(in) > 0 {
 		r.Span = in[len(in)-1].At.Sub(in[0].At)
 	}
@@ -121,7 +144,10 @@ func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
 	if len(in) < MinSamples || r.Span < need {
 		return r, &ShortError{Samples: len(in), NeedSamples: MinSamples, Span: r.Span, NeedSpan: need, Window: p.Window}
 	}
-	switch p.Method {
+	if p.Method == Auto {
+		r.Method, r.Burstiness = choose(inWindow(series, now, max(p.Window, p.BurstWindow)), p.Bursty)
+	}
+	switch r.Method {
 	case Envelope:
 		r.Forecast = envelope(series, in, now, p.Horizon)
 	case Holt:
@@ -132,7 +158,7 @@ func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
 		return r, fmt.Errorf("unknown forecast method %q", p.Method)
 	}
 	if math.IsNaN(r.Forecast) || math.IsInf(r.Forecast, 0) {
-		return r, fmt.Errorf("the %s forecast (%g) is not a finite number", p.Method, r.Forecast)
+		return r, fmt.Errorf("the %s forecast (%g) is not a finite number", r.Method, r.Forecast)
 	}
 	if p.Floor > 0 {
 		r.Floor = p.Floor * peak(series, now, p.FloorWindow)
@@ -207,11 +233,35 @@ func holt(in []Sample, now time.Time, p Params) float64 {
 // arrival was seen.
 func staffing(in []Sample, z float64) (float64, float64, string) {
 	d := in[len(in)-1].Demand
-	disp, note := dispersion(in)
+	disp, _, note := dispersion(in)
+	disp = max(1, disp)
 	return d + z*math.Sqrt(disp*d), disp, note
 }
 
-func dispersion(in []Sample) (float64, string) {
+// choose is auto's pick over the samples in: staffing when the arrivals'
+// burstiness B = (I − 1) ÷ the mean arrivals per interval is at least
+// bursty, holt when it is less. For a Poisson process whose rate varies
+// (a Cox process) B is the squared coefficient of variation of the rate per
+// interval, which a rate scale does not change (I alone grows with the
+// rate). With the dispersion unknown (too few intervals with a known
+// completions rate, or no arrivals) B is NaN and staffing, whose I is then
+// 1, is chosen.
+func choose(in []Sample, bursty float64) (Method, float64) {
+	disp, mean, note := dispersion(in)
+	if note != "" || mean <= 0 {
+		return Staffing, math.NaN()
+	}
+	b := (disp - 1) / mean
+	if b >= bursty {
+		return Staffing, b
+	}
+	return Holt, b
+}
+
+// dispersion is the index of dispersion of the arrivals in the intervals
+// of in (not clamped to 1), the mean arrivals per interval, and a note when
+// it is unknown (then it is 1 and the mean 0).
+func dispersion(in []Sample) (float64, float64, string) {
 	arrivals := make([]float64, 0, len(in))
 	spans := make([]float64, 0, len(in))
 	var total, seconds float64
@@ -234,12 +284,12 @@ func dispersion(in []Sample) (float64, string) {
 	n := len(arrivals)
 	if n < 2 {
 		if unknown > 0 {
-			return 1, fmt.Sprintf("the completions rate is unknown in %d of %d intervals (a Ready pod had no inference_requests_per_second yet), too few known to measure, so the dispersion is taken as 1 (Poisson)", unknown, len(in)-1)
+			return 1, 0, fmt.Sprintf("the completions rate is unknown in %d of %d intervals (a Ready pod had no inference_requests_per_second yet), too few known to measure, so the dispersion is taken as 1 (Poisson)", unknown, len(in)-1)
 		}
-		return 1, "fewer than two intervals in the window, so the dispersion is taken as 1 (Poisson)"
+		return 1, 0, "fewer than two intervals in the window, so the dispersion is taken as 1 (Poisson)"
 	}
 	if total <= 0 || seconds <= 0 {
-		return 1, "no arrivals in the window, so the dispersion is taken as 1 (Poisson)"
+		return 1, 0, "no arrivals in the window, so the dispersion is taken as 1 (Poisson)"
 	}
 	rate := total / seconds
 	var chi float64
@@ -252,9 +302,9 @@ func dispersion(in []Sample) (float64, string) {
 	}
 	disp := chi / float64(n-1)
 	if math.IsNaN(disp) || math.IsInf(disp, 0) {
-		return 1, "the dispersion is not a finite number, so it is taken as 1 (Poisson)"
+		return 1, 0, "the dispersion is not a finite number, so it is taken as 1 (Poisson)"
 	}
-	return max(1, disp), ""
+	return disp, total / float64(n), ""
 }
 
 // AutoHorizon clamps the longest start-up time of a workload's Ready pods

@@ -318,3 +318,84 @@ func TestAutoHorizon(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateAuto checks auto's choice: holt on steady arrivals, staffing
+// on bursty ones or when the burstiness is unknown, a burst remembered for
+// the longer burst window, and a burstiness that a rate scale leaves about
+// where it was (the index of dispersion alone triples).
+func TestEstimateAuto(t *testing.T) {
+	const step = 15 * time.Second
+	p := Params{Method: Auto, Window: 5 * time.Minute, BurstWindow: 15 * time.Minute, Horizon: 2 * time.Minute,
+		Z: DefaultZ, Alpha: DefaultAlpha, Beta: DefaultBeta, Bursty: DefaultBursty}
+	// Poisson-like: 10 in system, 1 finishing a second, the demand moving
+	// by ±2 (arrivals 15 ± 2 an interval, dispersion about 0.3).
+	jitter := make([]float64, 60)
+	for i := range jitter {
+		jitter[i] = 10 + float64(i%2)*2
+	}
+	// A burst in the first 5 of 15 minutes (twice as high as the others),
+	// steady since.
+	old := bursts(4, 80, 60)
+	for i := 20; i < 60; i++ {
+		old[i] = 4
+	}
+	scaled := bursts(12, 120, 60)
+	for _, tc := range []struct {
+		name       string
+		in         []Sample
+		burstSpan  time.Duration
+		want       Method
+		burstiness bool // measured (not NaN)
+	}{
+		{"steady: holt", series(step, repeat(10, 60), constant(1)), 15 * time.Minute, Holt, true},
+		{"Poisson-like jitter: holt", series(step, jitter, constant(1)), 15 * time.Minute, Holt, true},
+		{"bursts: staffing", series(step, bursts(4, 40, 60), constant(1)), 15 * time.Minute, Staffing, true},
+		{"bursts at 3× the rate: staffing", series(step, scaled, constant(3)), 15 * time.Minute, Staffing, true},
+		{"a burst 10 minutes ago, inside the burst window: staffing", series(step, old, constant(1)), 15 * time.Minute, Staffing, true},
+		{"the same burst outside a 5-minute burst window: holt", series(step, old, constant(1)), 5 * time.Minute, Holt, true},
+		{"completions unknown: staffing, burstiness unknown", series(step, repeat(10, 60), constant(math.NaN())), 15 * time.Minute, Staffing, false},
+		{"no arrivals: staffing, burstiness unknown", series(step, repeat(0, 60), constant(0)), 15 * time.Minute, Staffing, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := p
+			q.BurstWindow = tc.burstSpan
+			r, err := Estimate(tc.in, tc.in[len(tc.in)-1].At, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Method != tc.want {
+				t.Errorf("chose %s (burstiness %g), want %s", r.Method, r.Burstiness, tc.want)
+			}
+			if measured := !math.IsNaN(r.Burstiness); measured != tc.burstiness {
+				t.Errorf("burstiness %g, want measured %v", r.Burstiness, tc.burstiness)
+			}
+			q.Method = tc.want
+			direct, err := Estimate(tc.in, tc.in[len(tc.in)-1].At, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Forecast != direct.Forecast {
+				t.Errorf("forecast %g, want %s's %g", r.Forecast, tc.want, direct.Forecast)
+			}
+		})
+	}
+
+	t.Run("a rate scale leaves the burstiness, not the dispersion", func(t *testing.T) {
+		one, err := Estimate(series(step, bursts(4, 40, 60), constant(1)), t0.Add(59*step), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		three, err := Estimate(series(step, scaled, constant(3)), t0.Add(59*step), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if three.Dispersion < 2.5*one.Dispersion {
+			t.Errorf("dispersion %g at 3×, %g at 1×: want about 3 times", three.Dispersion, one.Dispersion)
+		}
+		// Arrivals scaled exactly (no Poisson thinning): B moves by
+		// (1 − 1/3) ÷ the mean arrivals, under 10% here.
+		if math.Abs(three.Burstiness-one.Burstiness) > 0.1*one.Burstiness {
+			t.Errorf("burstiness %g at 3×, %g at 1×: want within 10%%", three.Burstiness, one.Burstiness)
+		}
+	})
+}

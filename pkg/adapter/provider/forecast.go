@@ -42,6 +42,10 @@ type ForecastConfig struct {
 	// the metric selector sets none.
 	Floor       float64
 	FloorWindow time.Duration
+	// Bursty is the auto method's threshold on the arrivals' burstiness,
+	// measured over the whole history (the longer of Window and
+	// FloorWindow).
+	Bursty float64
 	// MaxWorkloads is the most histories kept.
 	MaxWorkloads int
 }
@@ -58,6 +62,7 @@ func DefaultForecastConfig() ForecastConfig {
 		Alpha:        forecast.DefaultAlpha,
 		Beta:         forecast.DefaultBeta,
 		FloorWindow:  forecast.DefaultFloorWindow,
+		Bursty:       forecast.DefaultBursty,
 		MaxWorkloads: DefaultMaxForecastWorkloads,
 	}
 }
@@ -111,7 +116,7 @@ func (p *Provider) recordDemand(k kind, name types.NamespacedName, modelKey stri
 // samples.
 type forecastQuestion struct {
 	method forecast.Method
-	z      float64       // staffing's safety factor
+	z      float64       // staffing's (and auto's) safety factor
 	window time.Duration // the span holt fits and staffing measures dispersion over
 	floor  float64       // the share of the floor window's largest demand
 	model  labels.Selector
@@ -121,7 +126,7 @@ type forecastQuestion struct {
 const maxForecastZ = 10
 
 // forecastSelector reads a forecast question's metric selector: method,
-// z (staffing only) and window (holt and staffing; at most the adapter's
+// z (staffing and auto only) and window (all but envelope; at most the adapter's
 // --forecast-window, all the history holds) each once, the rest the model
 // selector. Other keys, a key given other than as one value, a value out
 // of range and a setting its method does not read are a 400 naming them.
@@ -139,7 +144,7 @@ func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQue
 		case catalog.ForecastMethodLabel:
 			v, ok := oneValue(r)
 			if !ok {
-				return q, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one method (%s=envelope, holt or staffing), got %q", catalog.DemandForecastPerReplica, catalog.ForecastMethodLabel, catalog.ForecastMethodLabel, r.String()))
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one method (%s=envelope, holt, staffing or auto), got %q", catalog.DemandForecastPerReplica, catalog.ForecastMethodLabel, catalog.ForecastMethodLabel, r.String()))
 			}
 			m, err := forecast.ParseMethod(v)
 			if err != nil {
@@ -180,14 +185,14 @@ func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQue
 			// A role picks pods (role.go), and keys its own history.
 			model = model.Add(r)
 		default:
-			return q, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt or staffing), %s, %s, %s, model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.ForecastZLabel, catalog.ForecastWindowLabel, catalog.ForecastFloorLabel, catalog.RoleSelectorLabel))
+			return q, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt, staffing or auto), %s, %s, %s, model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.ForecastZLabel, catalog.ForecastWindowLabel, catalog.ForecastFloorLabel, catalog.RoleSelectorLabel))
 		}
 	}
-	if zSet && q.method != forecast.Staffing {
-		return q, badRequest(fmt.Sprintf("%s: the metric selector's %s applies to %s=staffing only, not %s", catalog.DemandForecastPerReplica, catalog.ForecastZLabel, catalog.ForecastMethodLabel, q.method))
+	if zSet && q.method != forecast.Staffing && q.method != forecast.Auto {
+		return q, badRequest(fmt.Sprintf("%s: the metric selector's %s applies to %s=staffing and auto only, not %s", catalog.DemandForecastPerReplica, catalog.ForecastZLabel, catalog.ForecastMethodLabel, q.method))
 	}
 	if windowSet && q.method == forecast.Envelope {
-		return q, badRequest(fmt.Sprintf("%s: the metric selector's %s applies to %s=holt and staffing only, not envelope, which reads the horizon", catalog.DemandForecastPerReplica, catalog.ForecastWindowLabel, catalog.ForecastMethodLabel))
+		return q, badRequest(fmt.Sprintf("%s: the metric selector's %s applies to %s=holt, staffing and auto only, not envelope, which reads the horizon", catalog.DemandForecastPerReplica, catalog.ForecastWindowLabel, catalog.ForecastMethodLabel))
 	}
 	if !model.Empty() {
 		q.model = model
@@ -268,13 +273,17 @@ func (p *Provider) forecastValue(ctx context.Context, k kind, name types.Namespa
 		return nil, notFound(info, fmt.Sprintf("%s: the forecast needs the demand, which is unknown: %s; the history holds %d samples", obj, why, len(series)))
 	}
 	fc := p.cfg.Forecast
-	params := forecast.Params{Method: q.method, Window: q.window, Horizon: p.forecastHorizon(pods), Z: q.z, Alpha: fc.Alpha, Beta: fc.Beta, Floor: q.floor, FloorWindow: fc.FloorWindow}
+	params := forecast.Params{Method: q.method, Window: q.window, Horizon: p.forecastHorizon(pods), Z: q.z, Alpha: fc.Alpha, Beta: fc.Beta, Floor: q.floor, FloorWindow: fc.FloorWindow,
+		Bursty: fc.Bursty, BurstWindow: max(fc.Window, fc.FloorWindow)}
 	res, err := forecast.Estimate(series, now, params)
 	if err != nil {
 		return nil, notFound(info, fmt.Sprintf("%s: %s forecast over a horizon of %s: %v", obj, q.method, params.Horizon, err))
 	}
 	if res.Note != "" {
-		klog.FromContext(ctx).V(4).Info("Forecast fell back", "workload", obj, "kind", kindName(k), "method", q.method, "reason", res.Note)
+		klog.FromContext(ctx).V(4).Info("Forecast fell back", "workload", obj, "kind", kindName(k), "method", res.Method, "reason", res.Note)
+	}
+	if q.method == forecast.Auto {
+		klog.FromContext(ctx).V(4).Info("Forecast chose", "workload", obj, "kind", kindName(k), "method", res.Method, "burstiness", res.Burstiness, "threshold", fc.Bursty, "burstWindow", params.BurstWindow)
 	}
 	v := res.Forecast / float64(r.replicas())
 	if math.IsInf(v, 0) || math.IsNaN(v) {

@@ -64,14 +64,14 @@ func TestForecastSelectorSettingsRefused(t *testing.T) {
 		{"window=10m", mustParse(t, "window=10m"), []string{`window "10m"`, "at most the adapter's --forecast-window, 5m0s"}},
 		{"window=abc", mustParse(t, "window=abc"), []string{`window "abc"`, "a duration above 0"}},
 		{"window in (1m,2m)", mustParse(t, "window in (1m,2m)"), []string{`"window" must name one duration above 0 and at most 5m0s`, `window in (1m,2m)`}},
-		{"z with holt", mustParse(t, "method=holt,z=1"), []string{"z applies to method=staffing only, not holt"}},
-		{"z with envelope", mustParse(t, "method=envelope,z=1"), []string{"z applies to method=staffing only, not envelope"}},
-		{"window with envelope", mustParse(t, "method=envelope,window=2m"), []string{"window applies to method=holt and staffing only, not envelope"}},
+		{"z with holt", mustParse(t, "method=holt,z=1"), []string{"z applies to method=staffing and auto only, not holt"}},
+		{"z with envelope", mustParse(t, "method=envelope,z=1"), []string{"z applies to method=staffing and auto only, not envelope"}},
+		{"window with envelope", mustParse(t, "method=envelope,window=2m"), []string{"window applies to method=holt, staffing and auto only, not envelope"}},
 		{"floor=2", mustParse(t, "floor=2"), []string{`floor "2"`, "from 0 to 1", "largest demand of the last 15m0s"}},
 		{"floor=-1", unvalidated("floor", "-1"), []string{`floor "-1"`, "from 0 to 1"}},
 		{"floor=half", mustParse(t, "floor=half"), []string{`floor "half"`, "decimal number"}},
 		{"floor in (0.1,0.2)", mustParse(t, "floor in (0.1,0.2)"), []string{`"floor" must name one number from 0 to 1`}},
-		{"an unknown key lists z, window and floor", mustParse(t, "team=x"), []string{`key "team"`, "method (envelope, holt or staffing), z, window, floor, model_name and role"}},
+		{"an unknown key lists z, window and floor", mustParse(t, "team=x"), []string{`key "team"`, "method (envelope, holt, staffing or auto), z, window, floor, model_name and role"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			info := cmprovider.CustomMetricInfo{GroupResource: deploymentsGR, Namespaced: true, Metric: catalog.DemandForecastPerReplica}
@@ -161,6 +161,80 @@ func TestForecastSelectorSettings(t *testing.T) {
 	}
 }
 
+// burstyThenSteady is a history, asked every 15 s from start, bursty
+// (demand 2 and 20 by turns, one request finishing a second) for four
+// minutes and steady at 10 in the last.
+func burstyThenSteady(t *testing.T, start time.Time, cfg ForecastConfig) *forecastFixture {
+	t.Helper()
+	f := newForecastFixture(t, start, cfg, "llm")
+	f.addPod("a", "llm", time.Minute)
+	f.clk.SetTime(start.Add(-15 * time.Second))
+	f.scrape("a", 1, 1, 1, 15)
+	for i := 0; i <= 20; i++ {
+		f.clk.SetTime(start.Add(time.Duration(i) * 15 * time.Second))
+		q := 9.0
+		if i < 16 {
+			q = []float64{1, 19}[i%2]
+		}
+		f.scrape("a", q, 1, 1, 15)
+		if _, err := f.ask(catalog.DemandPerReplica, "llm", ""); err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+	}
+	return f
+}
+
+// TestForecastAuto: method=auto (by the selector or --forecast-method) is
+// staffing while the bursts are in the history's span (the longer of the
+// window and the floor window) and holt once they are not, or when the
+// threshold is above their burstiness.
+func TestForecastAuto(t *testing.T) {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	byDefault := DefaultForecastConfig()
+	autoByFlag := DefaultForecastConfig()
+	autoByFlag.Method = forecast.Auto
+	steadySpan := DefaultForecastConfig()
+	steadySpan.Window, steadySpan.FloorWindow = time.Minute, time.Minute
+	high := DefaultForecastConfig()
+	high.Bursty = 1000
+	for _, tc := range []struct {
+		name     string
+		cfg      ForecastConfig
+		selector string
+		same     string // the selector whose answer auto's must equal
+	}{
+		{"bursts in the span: staffing", byDefault, "method=auto", "method=staffing"},
+		{"--forecast-method auto", autoByFlag, "", "method=staffing"},
+		{"z applies to auto's staffing", byDefault, "method=auto,z=0", "method=staffing,z=0"},
+		{"a 1m span holds the steady minute only: holt", steadySpan, "method=auto", "method=holt"},
+		{"a threshold above the bursts': holt", high, "method=auto", "method=holt"},
+		{"auto's window is holt's", high, "method=auto,window=1m", "method=holt,window=1m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := burstyThenSteady(t, start, tc.cfg)
+			v, _, err := askForecast(f, mustParse(t, tc.selector))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := askForecast(f, mustParse(t, tc.same))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v != want {
+				t.Errorf("%q: %g, want %q's %g", tc.selector, v, tc.same, want)
+			}
+		})
+	}
+	// The two methods differ on this history, so the equalities above
+	// tell which one auto chose.
+	f := burstyThenSteady(t, start, byDefault)
+	s, _, errS := askForecast(f, mustParse(t, "method=staffing"))
+	h, _, errH := askForecast(f, mustParse(t, "method=holt"))
+	if errS != nil || errH != nil || math.Abs(s-h) < 1 {
+		t.Errorf("staffing %g (%v) and holt %g (%v): want apart by at least 1", s, errS, h, errH)
+	}
+}
+
 // TestForecastFloor: on a history bursty (demand 2 and 20 by turns) for
 // four minutes and steady at 10 in the last, the floor is a share of the
 // largest demand in the floor's window, for every method, set by the
@@ -168,24 +242,6 @@ func TestForecastSelectorSettings(t *testing.T) {
 // only the steady minute floors nothing above it.
 func TestForecastFloor(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	history := func(cfg ForecastConfig) *forecastFixture {
-		f := newForecastFixture(t, start, cfg, "llm")
-		f.addPod("a", "llm", time.Minute)
-		f.clk.SetTime(start.Add(-15 * time.Second))
-		f.scrape("a", 1, 1, 1, 15)
-		for i := 0; i <= 20; i++ {
-			f.clk.SetTime(start.Add(time.Duration(i) * 15 * time.Second))
-			q := 9.0
-			if i < 16 {
-				q = []float64{1, 19}[i%2]
-			}
-			f.scrape("a", q, 1, 1, 15)
-			if _, err := f.ask(catalog.DemandPerReplica, "llm", ""); err != nil {
-				t.Fatalf("sample %d: %v", i, err)
-			}
-		}
-		return f
-	}
 	byDefault := DefaultForecastConfig()
 	floored := DefaultForecastConfig()
 	floored.Floor = 0.75
@@ -207,7 +263,7 @@ func TestForecastFloor(t *testing.T) {
 		{"a 1m floor window holds the steady minute only", short, "z=0,floor=1", 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := history(tc.cfg)
+			f := burstyThenSteady(t, start, tc.cfg)
 			v, _, err := askForecast(f, mustParse(t, tc.selector))
 			if err != nil {
 				t.Fatal(err)

@@ -260,7 +260,7 @@ func TestRecipeOptionErrors(t *testing.T) {
 		{"kind", HPAOptions{Kind: "deployment"}, []string{`workload kind must be Deployment or StatefulSet, got "deployment"`}},
 		{"negative load", HPAOptions{ModelLoadTime: -time.Second}, []string{"model-load-time must be more than 0 and at most 30m0s", "got -1s"}},
 		{"load past the HPA's window", HPAOptions{ModelLoadTime: 31 * time.Minute}, []string{"at most 3600s", "got 31m0s"}},
-		{"method", HPAOptions{Method: "arima"}, []string{`forecast-method must be empty (the adapter's default) or one of envelope, holt, staffing, got "arima"`}},
+		{"method", HPAOptions{Method: "arima"}, []string{`forecast-method must be empty (the adapter's default) or one of envelope, holt, staffing, auto, got "arima"`}},
 		{"address", HPAOptions{ScalerAddress: "a b:9443"}, []string{`keda-scaler-address must be HOST:PORT, got "a b:9443"`}},
 		{"all at once", HPAOptions{Kind: "Pod", ModelLoadTime: -1, Method: "x"}, []string{"workload kind", "model-load-time", "forecast-method"}},
 	} {

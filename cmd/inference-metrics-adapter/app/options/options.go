@@ -112,7 +112,8 @@ type Options struct {
 	// ForecastMethod, ForecastWindow, ForecastHorizon ("auto" or a
 	// duration), ForecastZ, ForecastHoltAlpha, ForecastHoltBeta and
 	// ForecastMaxWorkloads set inference_demand_forecast_per_replica;
-	// ForecastFloor and ForecastFloorWindow its floor.
+	// ForecastFloor and ForecastFloorWindow its floor; ForecastAutoBurstiness
+	// the auto method's threshold.
 	ForecastMethod       string
 	ForecastWindow       time.Duration
 	ForecastHorizon      string
@@ -121,6 +122,7 @@ type Options struct {
 	ForecastHoltBeta     float64
 	ForecastFloor        float64
 	ForecastFloorWindow  time.Duration
+	ForecastAutoBursty   float64
 	ForecastMaxWorkloads int
 
 	// namespaceFile holds the adapter's own namespace in a pod; read when
@@ -175,6 +177,7 @@ func NewOptions() *Options {
 		ForecastHoltAlpha:    forecast.DefaultAlpha,
 		ForecastHoltBeta:     forecast.DefaultBeta,
 		ForecastFloorWindow:  forecast.DefaultFloorWindow,
+		ForecastAutoBursty:   forecast.DefaultBursty,
 		ForecastMaxWorkloads: provider.DefaultMaxForecastWorkloads,
 	}
 }
@@ -303,7 +306,7 @@ func (o *Options) addOwnFlags(fss *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.GPUAgentNamespace, "gpu-agent-namespace", o.GPUAgentNamespace, "Namespace of the gpu-agent pods: only DaemonSet pods there are trusted as agents. Empty means the adapter's own namespace (env POD_NAMESPACE, else the service account's namespace file). With --namespaces, this namespace is watched too.")
 
 	fs = fss.FlagSet("forecast")
-	fs.StringVar(&o.ForecastMethod, "forecast-method", o.ForecastMethod, "Estimator of inference_demand_forecast_per_replica when the metric selector names none (method=...): envelope (the largest demand in the last horizon), holt (Holt's linear trend over the window, a horizon ahead) or staffing (the demand plus z x sqrt(dispersion x demand)).")
+	fs.StringVar(&o.ForecastMethod, "forecast-method", o.ForecastMethod, "Estimator of inference_demand_forecast_per_replica when the metric selector names none (method=...): envelope (the largest demand in the last horizon), holt (Holt's linear trend over the window, a horizon ahead), staffing (the demand plus z x sqrt(dispersion x demand)) or auto (staffing while the arrivals have been bursty, see --forecast-auto-burstiness; holt otherwise).")
 	fs.DurationVar(&o.ForecastWindow, "forecast-window", o.ForecastWindow, "History the demand forecast reads (holt and staffing fit it; the dispersion is measured over it). A workload's history idle for twice the longer of it and --forecast-floor-window is dropped.")
 	fs.StringVar(&o.ForecastHorizon, "forecast-horizon", o.ForecastHorizon, "How far ahead the demand forecast looks: auto (the longest start-up time of the workload's Ready pods, Ready condition's last transition less creation, clamped to one --scrape-interval and 10m) or a duration, at most --forecast-window.")
 	fs.Float64Var(&o.ForecastZ, "forecast-z", o.ForecastZ, "Safety factor z of the staffing forecast's headroom z x sqrt(dispersion x demand); 1.645 covers 95% of Poisson arrivals. At least 0.")
@@ -311,6 +314,7 @@ func (o *Options) addOwnFlags(fss *cliflag.NamedFlagSets) {
 	fs.Float64Var(&o.ForecastHoltBeta, "forecast-holt-beta", o.ForecastHoltBeta, "Trend smoothing of the holt forecast, in (0, 1].")
 	fs.Float64Var(&o.ForecastFloor, "forecast-floor", o.ForecastFloor, "Share, in [0, 1], of the workload's largest demand in the last --forecast-floor-window below which the demand forecast does not fall, for every method; 0 is no floor. A metric selector floor=... sets it per question.")
 	fs.DurationVar(&o.ForecastFloorWindow, "forecast-floor-window", o.ForecastFloorWindow, "Span whose largest demand the forecast's floor is a share of, above 0 and at most 30m. The histories keep 64 samples over the longer of it and --forecast-window.")
+	fs.Float64Var(&o.ForecastAutoBursty, "forecast-auto-burstiness", o.ForecastAutoBursty, "Threshold of the auto forecast method: staffing when the arrivals' burstiness over the history (the longer of --forecast-window and --forecast-floor-window), the squared coefficient of variation of their rate per sample interval, is at least this; holt below it. 0.25 is a rate whose standard deviation is half its mean. At least 0.")
 	fs.IntVar(&o.ForecastMaxWorkloads, "forecast-max-workloads", o.ForecastMaxWorkloads, "Most workload demand histories the forecast keeps (about 1.5 KB each); past it the least recently asked goes, and one namespace holds at most a quarter of them.")
 
 	fs = fss.FlagSet("KEDA")
@@ -620,6 +624,9 @@ func (o *Options) validateForecast() []error {
 	if o.ForecastFloorWindow <= 0 || o.ForecastFloorWindow > forecast.MaxFloorWindow {
 		errs = append(errs, fmt.Errorf("--forecast-floor-window must be above 0 and at most %s (a history keeps %d samples), got %s", forecast.MaxFloorWindow, forecast.MaxSamples, o.ForecastFloorWindow))
 	}
+	if !(o.ForecastAutoBursty >= 0) || math.IsInf(o.ForecastAutoBursty, 0) {
+		errs = append(errs, fmt.Errorf("--forecast-auto-burstiness must be a finite number of at least 0, got %g", o.ForecastAutoBursty))
+	}
 	if o.ForecastMaxWorkloads < 1 {
 		errs = append(errs, fmt.Errorf("--forecast-max-workloads must be at least 1, got %d", o.ForecastMaxWorkloads))
 	}
@@ -639,6 +646,7 @@ func (o *Options) forecastConfig() provider.ForecastConfig {
 		Beta:         o.ForecastHoltBeta,
 		Floor:        o.ForecastFloor,
 		FloorWindow:  o.ForecastFloorWindow,
+		Bursty:       o.ForecastAutoBursty,
 		MaxWorkloads: o.ForecastMaxWorkloads,
 	}
 }
