@@ -131,10 +131,12 @@ func sampledDemand(pods []PodSample) (demand float64, replicas int, ok bool) {
 	return demand, replicas, true
 }
 
-// staffingZ is the safety factor z of a metric that is the staffing
+// staffingZ is the safety factor z of a metric that may be the staffing
 // forecast (an Object inference_demand_forecast_per_replica at a Value
-// whose selector's method is staffing, or names none: the adapter's
-// --forecast-method default, which the shootout leaves set): the
+// whose selector's method is staffing or auto, or names none: the
+// adapter's --forecast-method default, auto, which the shootout leaves set;
+// auto is staffing only while the arrivals have been bursty, so its
+// implied dispersion means the headroom only then): the
 // selector's z, else the adapter's default (forecast.DefaultZ, the
 // shootout not setting --forecast-z). ok is false for any other metric
 // and for a z label that is not a number.
@@ -146,7 +148,7 @@ func staffingZ(m autoscalingv2.MetricSpec) (float64, bool) {
 	if s := m.Object.Metric.Selector; s != nil {
 		sel = s.MatchLabels
 	}
-	if method, set := sel[catalog.ForecastMethodLabel]; set && method != string(forecast.Staffing) {
+	if method, set := sel[catalog.ForecastMethodLabel]; set && method != string(forecast.Staffing) && method != string(forecast.Auto) {
 		return 0, false
 	}
 	zs, set := sel[catalog.ForecastZLabel]

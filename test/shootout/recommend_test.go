@@ -194,7 +194,8 @@ func TestSampledDemand(t *testing.T) {
 }
 
 // TestStaffingDispersion: z from the selector or the default, only for
-// the staffing forecast, and the dispersion it implies.
+// the staffing forecast (or auto, which may be staffing), and the
+// dispersion it implies.
 func TestStaffingDispersion(t *testing.T) {
 	withSel := func(labels map[string]string) autoscalingv2.MetricSpec {
 		m := term(t, "object/"+catalog.DemandForecastPerReplica+":4")
@@ -209,6 +210,7 @@ func TestStaffingDispersion(t *testing.T) {
 	}{
 		{"default method and z", term(t, "object/"+catalog.DemandForecastPerReplica+":4"), forecast.DefaultZ, true},
 		{"staffing with z", withSel(map[string]string{catalog.ForecastMethodLabel: "staffing", catalog.ForecastZLabel: "1"}), 1, true},
+		{"auto", withSel(map[string]string{catalog.ForecastMethodLabel: "auto"}), forecast.DefaultZ, true},
 		{"holt", withSel(map[string]string{catalog.ForecastMethodLabel: "holt"}), 0, false},
 		{"bad z", withSel(map[string]string{catalog.ForecastZLabel: "x"}), 0, false},
 		{"demand, not forecast", term(t, "object/"+catalog.DemandPerReplica+":4"), 0, false},

@@ -37,6 +37,7 @@ var sweepFamilies = map[string]string{
 	familyForecast + "-" + string(forecast.Envelope): "object/" + catalog.DemandForecastPerReplica,
 	familyForecast + "-" + string(forecast.Holt):     "object/" + catalog.DemandForecastPerReplica,
 	familyForecast + "-" + string(forecast.Staffing): "object/" + catalog.DemandForecastPerReplica,
+	familyForecast + "-" + string(forecast.Auto):     "object/" + catalog.DemandForecastPerReplica,
 	"rps":    "inference_requests_per_second",
 	"tokens": "inference_generation_tokens_per_second",
 	"fixed":  "fixed",

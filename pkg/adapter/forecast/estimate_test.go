@@ -6,6 +6,7 @@ package forecast
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -398,4 +399,69 @@ func TestEstimateAuto(t *testing.T) {
 			t.Errorf("burstiness %g at 3×, %g at 1×: want within 10%%", three.Burstiness, one.Burstiness)
 		}
 	})
+}
+
+// poissonSeries is 15 minutes of samples every 15 s of Poisson arrivals at
+// rate(t) requests a second (drawn by thinning from a seeded source), each
+// arrival finishing within its interval after 1.5 s in the system: the
+// completions rate is the interval's arrivals over 15 s, the demand the
+// arrivals times 0.1.
+func poissonSeries(seed uint64, rate func(t float64) float64, most float64) []Sample {
+	const step, n = 15.0, 61
+	rng := rand.New(rand.NewPCG(seed, 1))
+	counts := make([]float64, n)
+	for t := rng.ExpFloat64() / most; t < step*(n-1); t += rng.ExpFloat64() / most {
+		if rng.Float64()*most < rate(t) {
+			counts[int(t/step)+1]++
+		}
+	}
+	out := make([]Sample, n)
+	for i := range out {
+		out[i] = Sample{At: t0.Add(time.Duration(float64(i) * step * float64(time.Second))), Demand: counts[i] * 0.1, Completions: counts[i] / step}
+	}
+	return out
+}
+
+// TestAutoOnArrivalsNotTunedOn: auto's choice on arrival patterns other
+// than the two traces its threshold was chosen between, each over 5 seeds:
+// Poisson at a steady rate, at a rate ramping by half over 15 minutes, and
+// at a rate alternating 4 and 8 a second by the minute are steady (holt);
+// a rate of 1 a second with bursts of 20 for 30 s every 5 minutes, and the
+// same at a tenth of the rate, are bursty (staffing).
+func TestAutoOnArrivalsNotTunedOn(t *testing.T) {
+	p := Params{Method: Auto, Window: 5 * time.Minute, BurstWindow: 15 * time.Minute, Horizon: time.Minute,
+		Z: DefaultZ, Alpha: DefaultAlpha, Beta: DefaultBeta, Bursty: DefaultBursty}
+	onOff := func(scale float64) func(float64) float64 {
+		return func(t float64) float64 {
+			if math.Mod(t, 300) < 30 {
+				return 20 * scale
+			}
+			return 1 * scale
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		rate func(t float64) float64
+		most float64
+		want Method
+	}{
+		{"Poisson at 5/s", func(float64) float64 { return 5 }, 5, Holt},
+		{"a ramp from 4/s to 6/s", func(t float64) float64 { return 4 + 2*t/900 }, 6, Holt},
+		{"4/s and 8/s by the minute", func(t float64) float64 { return 4 + 4*math.Mod(math.Floor(t/60), 2) }, 8, Holt},
+		{"bursts of 20/s over 1/s", onOff(1), 20, Staffing},
+		{"the same bursts at a tenth of the rate", onOff(0.1), 2, Staffing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := range uint64(5) {
+				in := poissonSeries(seed, tc.rate, tc.most)
+				r, err := Estimate(in, in[len(in)-1].At, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Method != tc.want {
+					t.Errorf("seed %d: chose %s (burstiness %.3f), want %s", seed, r.Method, r.Burstiness, tc.want)
+				}
+			}
+		})
+	}
 }

@@ -56,7 +56,7 @@ const DefaultMaxForecastWorkloads = 10000
 // DefaultForecastConfig is the forecast's configuration by default.
 func DefaultForecastConfig() ForecastConfig {
 	return ForecastConfig{
-		Method:       forecast.Staffing,
+		Method:       forecast.Auto,
 		Window:       forecast.DefaultWindow,
 		Z:            forecast.DefaultZ,
 		Alpha:        forecast.DefaultAlpha,

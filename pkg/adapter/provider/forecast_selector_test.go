@@ -184,17 +184,17 @@ func burstyThenSteady(t *testing.T, start time.Time, cfg ForecastConfig) *foreca
 	return f
 }
 
-// TestForecastAuto: method=auto (by the selector or --forecast-method) is
+// TestForecastAuto: method=auto (by the selector or by default) is
 // staffing while the bursts are in the history's span (the longer of the
 // window and the floor window) and holt once they are not, or when the
 // threshold is above their burstiness.
 func TestForecastAuto(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	byDefault := DefaultForecastConfig()
-	autoByFlag := DefaultForecastConfig()
-	autoByFlag.Method = forecast.Auto
 	steadySpan := DefaultForecastConfig()
 	steadySpan.Window, steadySpan.FloorWindow = time.Minute, time.Minute
+	staffingByFlag := steadySpan
+	staffingByFlag.Method = forecast.Staffing
 	high := DefaultForecastConfig()
 	high.Bursty = 1000
 	for _, tc := range []struct {
@@ -204,7 +204,9 @@ func TestForecastAuto(t *testing.T) {
 		same     string // the selector whose answer auto's must equal
 	}{
 		{"bursts in the span: staffing", byDefault, "method=auto", "method=staffing"},
-		{"--forecast-method auto", autoByFlag, "", "method=staffing"},
+		{"auto is the default", byDefault, "", "method=staffing"},
+		{"the default on a steady span: holt", steadySpan, "", "method=holt"},
+		{"--forecast-method staffing on a steady span", staffingByFlag, "", "method=staffing"},
 		{"z applies to auto's staffing", byDefault, "method=auto,z=0", "method=staffing,z=0"},
 		{"a 1m span holds the steady minute only: holt", steadySpan, "method=auto", "method=holt"},
 		{"a threshold above the bursts': holt", high, "method=auto", "method=holt"},

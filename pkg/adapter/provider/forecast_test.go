@@ -96,7 +96,8 @@ func (f *forecastFixture) ask(metric, deployment, metricSelector string) (float6
 
 // TestForecastPerReplica: steady demand of 10 over 2 Ready pods, 2
 // requests finishing a second, asked every 15 s: absent until 3 samples
-// span half the horizon (auto: the pods' 2m start-up), then each method.
+// span half the horizon (auto: the pods' 2m start-up), then each method;
+// the default, auto, is holt on these steady arrivals.
 func TestForecastPerReplica(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	f := newForecastFixture(t, start, DefaultForecastConfig(), "llm", "empty")
@@ -115,7 +116,7 @@ func TestForecastPerReplica(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			t.Fatalf("question %d: %v, want a 404 while the history is short", i, err)
 		}
-		for _, want := range []string{"staffing forecast over a horizon of 2m0s", "needs at least 3 spanning at least 1m0s", "starts empty when the adapter starts"} {
+		for _, want := range []string{"auto forecast over a horizon of 2m0s", "needs at least 3 spanning at least 1m0s", "starts empty when the adapter starts"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("question %d: %q does not say %q", i, err, want)
 			}
@@ -127,7 +128,8 @@ func TestForecastPerReplica(t *testing.T) {
 		selector string
 		want     float64
 	}{
-		{"", steady / 2},
+		{"", 5},
+		{"method=auto", 5},
 		{"method=staffing", steady / 2},
 		{"method=envelope", 5},
 		{"method==holt", 5},
@@ -255,7 +257,8 @@ func TestForecastNonFinite(t *testing.T) {
 }
 
 // TestForecastUnknownCompletions: with no completions rate (a Ready pod
-// has none) staffing takes the dispersion as 1 and still answers.
+// has none) the default, auto, cannot measure the burstiness and is
+// staffing, which takes the dispersion as 1 and still answers.
 func TestForecastUnknownCompletions(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	f := newForecastFixture(t, start, DefaultForecastConfig(), "llm")

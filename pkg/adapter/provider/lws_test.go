@@ -143,7 +143,7 @@ func TestLeaderWorkerSetGroups(t *testing.T) {
 		{"the annotation's worker serves: (8 + 4) / 3 groups, the third without its worker 1 starting", path("wk", catalog.DemandPerReplica), 200, "map[ns/wk:4]", ""},
 		{"a signal sums the serving pods only", path("full", "inference_queue_size"), 200, "map[ns/full:8]", ""},
 		{"a signal with the annotation's worker", path("wk", "inference_queue_size"), 200, "map[ns/wk:6]", ""},
-		{"the forecast resolves the LWS and records its groups' demand (one sample: too short a history yet)", path("full", catalog.DemandForecastPerReplica), 404, "", "ns/full: staffing forecast over a horizon of 5s: the forecast's history has 1 samples"},
+		{"the forecast resolves the LWS and records its groups' demand (one sample: too short a history yet)", path("full", catalog.DemandForecastPerReplica), 404, "", "ns/full: auto forecast over a horizon of 5s: the forecast's history has 1 samples"},
 		{"a bad annotation says so", path("bad", catalog.DemandPerReplica), 404, "", "is not a worker index"},
 		{"an unknown LWS", path("nothing", catalog.DemandPerReplica), 404, "", "nothing"},
 		{"the short resource name", inNS + "leaderworkersets/full/" + catalog.DemandPerReplica, 200, "map[ns/full:6]", ""},

@@ -21,13 +21,13 @@ func TestForecastFlags(t *testing.T) {
 		wantErr []string // substrings; empty means valid
 		want    provider.ForecastConfig
 	}{
-		{name: "defaults", want: provider.ForecastConfig{Method: forecast.Staffing, Window: 5 * time.Minute, Horizon: 0, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, Bursty: 0.25, MaxWorkloads: 10000}},
+		{name: "defaults", want: provider.ForecastConfig{Method: forecast.Auto, Window: 5 * time.Minute, Horizon: 0, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, Bursty: 0.25, MaxWorkloads: 10000}},
 		{name: "every flag", args: []string{"--forecast-method=holt", "--forecast-window=2m", "--forecast-horizon=90s", "--forecast-z=0", "--forecast-holt-alpha=1", "--forecast-holt-beta=0.1", "--forecast-floor=0.5", "--forecast-floor-window=20m", "--forecast-auto-burstiness=1", "--forecast-max-workloads=1"},
 			want: provider.ForecastConfig{Method: forecast.Holt, Window: 2 * time.Minute, Horizon: 90 * time.Second, Z: 0, Alpha: 1, Beta: 0.1, Floor: 0.5, FloorWindow: 20 * time.Minute, Bursty: 1, MaxWorkloads: 1}},
-		{name: "auto", args: []string{"--forecast-method=auto", "--forecast-auto-burstiness=0"},
-			want: provider.ForecastConfig{Method: forecast.Auto, Window: 5 * time.Minute, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, MaxWorkloads: 10000}},
+		{name: "staffing", args: []string{"--forecast-method=staffing", "--forecast-auto-burstiness=0"},
+			want: provider.ForecastConfig{Method: forecast.Staffing, Window: 5 * time.Minute, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, MaxWorkloads: 10000}},
 		{name: "horizon equal to the window", args: []string{"--forecast-window=2m", "--forecast-horizon=2m"},
-			want: provider.ForecastConfig{Method: forecast.Staffing, Window: 2 * time.Minute, Horizon: 2 * time.Minute, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, Bursty: 0.25, MaxWorkloads: 10000}},
+			want: provider.ForecastConfig{Method: forecast.Auto, Window: 2 * time.Minute, Horizon: 2 * time.Minute, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, Bursty: 0.25, MaxWorkloads: 10000}},
 		{name: "unknown method", args: []string{"--forecast-method=arima"}, wantErr: []string{`--forecast-method: unknown forecast method "arima"`}},
 		{name: "zero window", args: []string{"--forecast-window=0"}, wantErr: []string{"--forecast-window must be positive"}},
 		{name: "horizon past the window", args: []string{"--forecast-window=1m", "--forecast-horizon=2m"}, wantErr: []string{"--forecast-horizon must be auto or a duration above 0 and at most --forecast-window (1m0s), got 2m0s"}},

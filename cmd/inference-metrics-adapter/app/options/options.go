@@ -170,7 +170,7 @@ func NewOptions() *Options {
 		KEDAScalerMaxConnections: kedascaler.DefaultMaxConnections,
 		KEDAScalerMaxStreams:     kedascaler.DefaultMaxStreams,
 
-		ForecastMethod:       string(forecast.Staffing),
+		ForecastMethod:       string(forecast.Auto),
 		ForecastWindow:       forecast.DefaultWindow,
 		ForecastHorizon:      forecastHorizonAuto,
 		ForecastZ:            forecast.DefaultZ,
