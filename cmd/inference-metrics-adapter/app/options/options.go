@@ -112,7 +112,7 @@ type Options struct {
 	// ForecastMethod, ForecastWindow, ForecastHorizon ("auto" or a
 	// duration), ForecastZ, ForecastHoltAlpha, ForecastHoltBeta and
 	// ForecastMaxWorkloads set inference_demand_forecast_per_replica;
-	// ForecastFloor and ForecastFloorWindow its floor; ForecastAutoBurstiness
+	// ForecastFloor and ForecastFloorWindow its floor; ForecastAutoBursty
 	// the auto method's threshold.
 	ForecastMethod       string
 	ForecastWindow       time.Duration
