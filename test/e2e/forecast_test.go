@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +53,9 @@ const (
 	fcSampleEvery   = 500 * time.Millisecond
 	fcQueueTarget   = "2" // the guard and the queue-only HPA: AverageValue per pod
 	fcForecastValue = "4" // the recipe: Value, the per-replica concurrency (--max-num-seqs)
-	fcMethod        = "staffing"
+	// fcWant is the method the adapter's default, auto, must choose on
+	// these bursts from the second on.
+	fcWant = "staffing"
 	// fcZ is the adapter's default --forecast-z, for the log's implied
 	// index of dispersion only.
 	fcZ = 1.645
@@ -72,14 +76,14 @@ const (
 // fcBurstExtra more, fcBurst long, fcGap apart), the same behavior (scale up
 // at once, scale down after fcDownWindow s) and the same min 1, max
 // fcMaxReplicas. One HPA is the recipe: the Object metric
-// inference_demand_forecast_per_replica on the Deployment with the metric
-// selector method=staffing, Value fcForecastValue (the per-replica
-// concurrency), plus the per-pod queue (Pods inference_queue_size,
+// inference_demand_forecast_per_replica on the Deployment with no metric
+// selector (the adapter's default method, auto, as `capacity` writes the
+// recipe), Value fcForecastValue (the per-replica concurrency), plus the per-pod queue (Pods inference_queue_size,
 // AverageValue fcQueueTarget) as the guard; the other HPA is that queue
 // metric alone. The adapter is the suite's, with the forecast's default
 // flags (a 5 m window, the horizon from the pods' own start-up time).
 //
-// Why staffing. Between bursts the demand is the baseline and the gaps are
+// Why staffing, and auto's choice of it. Between bursts the demand is the baseline and the gaps are
 // longer than the scale-down window, so only an estimate that remembers how
 // bursty the workload has been can keep the burst's replicas through a
 // gap. The envelope is the peak within the horizon (one model load, shorter
@@ -97,11 +101,17 @@ const (
 // length, a burst 2.5 times the baseline's demand gave I from 1.6 (the CI
 // machine, after the first burst: too little) to 22 (a local run), while the burst's short requests make its
 // arrivals several times the baseline's and I far above 3 (55 to 135 at
-// the second burst in three runs on a 2-core machine), on a slow machine too. So the recipe may be
-// short at the first burst, and the test
-// asserts from then on: at the start of the second and later bursts the
-// recipe's Deployment has at least fcNeeded Ready replicas and the
-// queue-only one fewer (from the Deployments' status). At every burst start
+// the second burst in three runs on a 2-core machine), on a slow machine too.
+// The default method, auto, is staffing when the arrivals' burstiness
+// B = (I − 1) ÷ the mean arrivals per sample is at least the adapter's
+// --forecast-auto-burstiness (0.25), Holt's method below: the steady
+// baseline alone reads B near or below 0, so before the first burst auto
+// is Holt; the bursts raise it. So the recipe may be short at the first
+// burst, and the test asserts from then on: at the start of the second and
+// later bursts the recipe's Deployment has at least fcNeeded Ready
+// replicas, the queue-only one fewer (from the Deployments' status), and
+// auto's last choice for the recipe's Deployment before the burst (the
+// adapter's "Forecast chose" log line, -v=4 in forecast.go) was fcWant. At every burst start
 // it logs each HPA's replicas, desired replicas and the values it read, and
 // for the recipe the demand D (inference_demand_per_replica times the
 // replicas), the forecast F it is asked for at the same moment and the
@@ -139,8 +149,8 @@ func TestForecastAheadOfBursts(t *testing.T) {
 	recipeHPA := framework.HPA("model", 1, fcMaxReplicas, forecastMetric(), fcBehavior())
 	recipeHPA.Spec.Metrics = append(recipeHPA.Spec.Metrics, framework.PodsMetric(metricQueue, fcQueueTarget))
 	createHPA(t, e, recipe.model.Namespace, recipeHPA)
-	recipe.metricDesc = fmt.Sprintf("Object %s{method=%s} Value %s + Pods %s AverageValue %s",
-		metricForecast, fcMethod, fcForecastValue, metricQueue, fcQueueTarget)
+	recipe.metricDesc = fmt.Sprintf("Object %s (the default method) Value %s + Pods %s AverageValue %s",
+		metricForecast, fcForecastValue, metricQueue, fcQueueTarget)
 	recipe.checkHoldsWhileAbsent(t)
 
 	// The bursts, sampled every fcSampleEvery; each burst start is sampled
@@ -150,6 +160,7 @@ func TestForecastAheadOfBursts(t *testing.T) {
 	var scaleRows []framework.ScaleRow // the same samples, for framework.ReplicaSeconds
 	var starts []fcRow
 	var diags []string
+	var choices []fcChoice // auto's last choice for the recipe before each burst
 	next := 0
 	burstAt := func(k int) time.Duration { return fcFirstGap + time.Duration(k)*(fcBurst+fcGap) }
 	for time.Since(start) < total {
@@ -159,6 +170,7 @@ func TestForecastAheadOfBursts(t *testing.T) {
 		if next < fcBursts && row.at >= burstAt(next) {
 			starts = append(starts, row)
 			diags = append(diags, recipe.demandAndForecast())
+			choices = append(choices, recipe.lastChoice(t))
 			for _, w := range ws {
 				startLoadOutput(t, w.model.URL, simModel, fcBurstOutput, fcArrivals, fcBurst, fcBurstExtra)
 			}
@@ -171,7 +183,7 @@ func TestForecastAheadOfBursts(t *testing.T) {
 		time.Sleep(max(wake, 0))
 	}
 	logFCTable(t, ws, rows)
-	logFCBurstStarts(t, ws, starts, diags)
+	logFCBurstStarts(t, ws, starts, diags, choices)
 	for i, w := range ws {
 		t.Logf("%s (%s): %.0f replica-seconds over %.0f s", w.label, w.metricDesc, framework.ReplicaSeconds(scaleRows, i), time.Since(start).Seconds())
 		for k, s := range starts {
@@ -196,6 +208,9 @@ func TestForecastAheadOfBursts(t *testing.T) {
 		if !r.hasForecast() {
 			t.Errorf("burst %d: the recipe's HPA had read no forecast at its start (ScalingActive %s %s: %s)", k+1, r.Active, r.Reason, r.Message)
 		}
+		if c := choices[k]; c.method != fcWant {
+			t.Errorf("burst %d: auto's last choice for the recipe before it was %s, not %s", k+1, c, fcWant)
+		}
 		if q.Ready >= fcNeeded {
 			t.Errorf("burst %d: the queue-only Deployment had %d Ready replicas at its start, as many as the %d needed: the pattern did not make it scale down in the gap (spec %d, desired %d, queue %s)",
 				k+1, q.Ready, fcNeeded, q.Spec, q.Desired, fcValue(q.queue))
@@ -209,11 +224,8 @@ func forecastMetric() autoscalingv2.MetricSpec {
 		Type: autoscalingv2.ObjectMetricSourceType,
 		Object: &autoscalingv2.ObjectMetricSource{
 			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "model"},
-			Metric: autoscalingv2.MetricIdentifier{
-				Name:     metricForecast,
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"method": fcMethod}},
-			},
-			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: new(resource.MustParse(fcForecastValue))},
+			Metric:          autoscalingv2.MetricIdentifier{Name: metricForecast},
+			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: new(resource.MustParse(fcForecastValue))},
 		},
 	}
 }
@@ -257,14 +269,51 @@ func (w *fcWorkload) waitScraped(t *testing.T) {
 	}
 }
 
-// askForecast asks for the forecast of the Deployment as the HPA does.
+// askForecast asks for the forecast of the Deployment as the HPA does (no
+// metric selector).
 func (w *fcWorkload) askForecast() (float64, error) {
-	sel := labels.SelectorFromSet(labels.Set{"method": fcMethod})
-	v, err := w.e.ControlPlane.Metrics.Custom.NamespacedMetrics(w.model.Namespace).GetForObject(framework.DeploymentKind, "model", metricForecast, sel)
+	v, err := w.e.ControlPlane.Metrics.Custom.NamespacedMetrics(w.model.Namespace).GetForObject(framework.DeploymentKind, "model", metricForecast, labels.Everything())
 	if err != nil {
 		return 0, err
 	}
 	return v.Value.AsApproximateFloat64(), nil
+}
+
+// fcChoice is one "Forecast chose" line of the adapter's log: the method
+// auto chose and the burstiness it read.
+type fcChoice struct{ method, burstiness string }
+
+func (c fcChoice) String() string {
+	if c.method == "" {
+		return "none logged"
+	}
+	return fmt.Sprintf("%s (burstiness %s)", c.method, c.burstiness)
+}
+
+// fcChoiceLine matches the adapter's "Forecast chose" line (klog's text
+// format); the workload is matched apart.
+var fcChoiceLine = regexp.MustCompile(`"Forecast chose" .*\bmethod="([a-z]+)" burstiness=(\S+)`)
+
+// lastChoice reads the adapter's log for auto's last choice for the
+// workload's Deployment.
+func (w *fcWorkload) lastChoice(t *testing.T) fcChoice {
+	t.Helper()
+	b, err := os.ReadFile(w.e.Adapter.Process.LogPath)
+	if err != nil {
+		t.Errorf("%s: read the adapter's log: %v", w.label, err)
+		return fcChoice{}
+	}
+	workload := fmt.Sprintf(`workload="%s/model"`, w.model.Namespace)
+	var c fcChoice
+	for line := range strings.Lines(string(b)) {
+		if !strings.Contains(line, workload) {
+			continue
+		}
+		if m := fcChoiceLine.FindStringSubmatch(line); m != nil {
+			c = fcChoice{method: m[1], burstiness: m[2]}
+		}
+	}
+	return c
 }
 
 // demandAndForecast asks for the workload's demand per replica and its
@@ -458,13 +507,16 @@ func logFCTable(t *testing.T, ws []*fcWorkload, rows []fcRow) {
 	t.Log(b.String())
 }
 
-func logFCBurstStarts(t *testing.T, ws []*fcWorkload, starts []fcRow, diags []string) {
+func logFCBurstStarts(t *testing.T, ws []*fcWorkload, starts []fcRow, diags []string, choices []fcChoice) {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "at each burst start (%d Ready needed):", fcNeeded)
 	for k, r := range starts {
 		if k < len(diags) {
 			fmt.Fprintf(&b, "\n  burst %d at %5.1f s  recipe: %s", k+1, r.at.Seconds(), diags[k])
+		}
+		if k < len(choices) {
+			fmt.Fprintf(&b, "\n  burst %d at %5.1f s  recipe: auto's last choice %s", k+1, r.at.Seconds(), choices[k])
 		}
 		for i, w := range ws {
 			s := r.states[i]

@@ -50,6 +50,9 @@ const (
 // gpu-agent namespace (the adapter's own, as the chart sets it).
 func AdapterArgs() []string {
 	return []string{"--scrape-interval=1s", "--scrape-timeout=800ms", "--max-age=5s", "--v=2",
+		// The forecast's method choices (auto) and fallbacks, logged at
+		// -v=4 in forecast.go only: tests read them from the log.
+		"--vmodule=forecast=4",
 		// The gpu-agent DaemonSet's namespace: the only one whose agents are believed.
 		"--gpu-agent-namespace=" + AdapterNamespace,
 		// Nothing is behind a load balancer here: stop at once.
