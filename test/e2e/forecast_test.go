@@ -78,13 +78,14 @@ const (
 // fcMaxReplicas. One HPA is the recipe: the Object metric
 // inference_demand_forecast_per_replica on the Deployment with no metric
 // selector (the adapter's default method, auto, as `capacity` writes the
-// recipe), Value fcForecastValue (the per-replica concurrency), plus the per-pod queue (Pods inference_queue_size,
-// AverageValue fcQueueTarget) as the guard; the other HPA is that queue
+// recipe), Value fcForecastValue (the per-replica concurrency), plus the
+// per-pod queue (Pods inference_queue_size, AverageValue fcQueueTarget) as
+// the guard; the other HPA is that queue
 // metric alone. The adapter is the suite's, with the forecast's default
 // flags (a 5 m window, the horizon from the pods' own start-up time).
 //
-// Why staffing, and auto's choice of it. Between bursts the demand is the baseline and the gaps are
-// longer than the scale-down window, so only an estimate that remembers how
+// Why staffing, and auto's choice of it. Between bursts the demand is the
+// baseline and the gaps are longer than the scale-down window, so only an estimate that remembers how
 // bursty the workload has been can keep the burst's replicas through a
 // gap. The envelope is the peak within the horizon (one model load, shorter
 // than a gap) and Holt's method projects the level and trend of the last
@@ -111,8 +112,8 @@ const (
 // later bursts the recipe's Deployment has at least fcNeeded Ready
 // replicas, the queue-only one fewer (from the Deployments' status), and
 // auto's last choice for the recipe's Deployment before the burst (the
-// adapter's "Forecast chose" log line, -v=4 in forecast.go) was fcWant. At every burst start
-// it logs each HPA's replicas, desired replicas and the values it read, and
+// adapter's "Forecast chose" log line, -v=4 in forecast.go) was fcWant.
+// At every burst start it logs each HPA's replicas, desired replicas and the values it read, and
 // for the recipe the demand D (inference_demand_per_replica times the
 // replicas), the forecast F it is asked for at the same moment and the
 // index of dispersion they imply at the default z, so that a failure says
