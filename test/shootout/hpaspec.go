@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/catalog"
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/adapter/forecast"
 )
 
 // nameRE is a policy name: it names a namespace (shootout-NAME) and files.
@@ -414,7 +415,8 @@ func isRate(name string) bool {
 // hpa is the HorizontalPodAutoscaler of policy p for Deployment name, in
 // wall-clock terms: every policy gets minReplicas, maxReplicas and the
 // default behavior unless its spec sets its own; behavior seconds are
-// compressed, the forecast's metric selector windows too (wallForecastWindow),
+// compressed, the forecast's metric selector windows and rate floors too
+// (wallForecastWindow, wallRateFloor),
 // and rate targets (per simulated second) multiplied by the compression,
 // since the adapter measures rates per wall-clock second. p is not changed:
 // the report keeps the policy as written, in simulated time.
@@ -427,16 +429,18 @@ func hpa(p policy, name string, minReplicas, maxReplicas int32, tm timing) *auto
 	}
 	for _, m := range p.metrics() {
 		m = *m.DeepCopy()
-		// The forecast's windows; checkForecastWindows refuses, before the
-		// run, every one that cannot be converted (it would reach the
-		// adapter as written, which refuses it with a 400).
-		mapForecastWindows(&m, func(v string) string {
-			w, err := tm.wallForecastWindow(v)
-			if err != nil {
-				return v
-			}
-			return w.String()
-		})
+		// The forecast's windows and rate floors; checkForecastDurations
+		// refuses, before the run, every one that cannot be converted (it
+		// would reach the adapter as written, which refuses it with a 400).
+		for _, fd := range tm.forecastDurations() {
+			mapForecastSelector(&m, fd.key, func(v string) string {
+				w, err := fd.wall(v)
+				if err != nil {
+					return v
+				}
+				return w.String()
+			})
+		}
 		if t := metricTarget(m); t != nil && isRate(metricName(m)) {
 			for _, q := range []*resource.Quantity{t.Value, t.AverageValue} {
 				if q != nil {
@@ -485,24 +489,55 @@ func compressSeconds(s int32, tm timing) int32 {
 	return tm.wallSeconds(time.Duration(s) * time.Second)
 }
 
-// mapForecastWindows replaces each value of the window key in an Object
-// metric's selector of catalog.DemandForecastPerReplica (matchLabels and
+// mapForecastSelector replaces each value of key in an Object metric's
+// selector of catalog.DemandForecastPerReplica (matchLabels and
 // matchExpressions; simulated time as a policy is written) with fn's.
-func mapForecastWindows(m *autoscalingv2.MetricSpec, fn func(window string) string) {
+func mapForecastSelector(m *autoscalingv2.MetricSpec, key string, fn func(value string) string) {
 	if m.Object == nil || m.Object.Metric.Name != catalog.DemandForecastPerReplica || m.Object.Metric.Selector == nil {
 		return
 	}
 	sel := m.Object.Metric.Selector
-	if v, ok := sel.MatchLabels[catalog.ForecastWindowLabel]; ok {
-		sel.MatchLabels[catalog.ForecastWindowLabel] = fn(v)
+	if v, ok := sel.MatchLabels[key]; ok {
+		sel.MatchLabels[key] = fn(v)
 	}
 	for i := range sel.MatchExpressions {
-		if e := &sel.MatchExpressions[i]; e.Key == catalog.ForecastWindowLabel {
+		if e := &sel.MatchExpressions[i]; e.Key == key {
 			for j := range e.Values {
 				e.Values[j] = fn(e.Values[j])
 			}
 		}
 	}
+}
+
+// forecastDurations are the forecast's metric selector keys whose values
+// are durations in simulated time, each with its conversion to wall-clock
+// time.
+func (t timing) forecastDurations() []forecastDuration {
+	return []forecastDuration{
+		{catalog.ForecastWindowLabel, t.wallForecastWindow},
+		{catalog.ForecastRateFloorLabel, t.wallRateFloor},
+	}
+}
+
+// forecastDuration is a forecast selector key whose value is a duration in
+// simulated time, and its conversion to wall-clock time.
+type forecastDuration struct {
+	key  string
+	wall func(simulated string) (time.Duration, error)
+}
+
+// wallRateFloor is a rate floor's time in system written in simulated
+// time (a Go duration from 0 to forecast.MaxRateFloor) in wall-clock time,
+// rounded to whole microseconds: the simulator serves a request that many
+// times faster, and the adapter measures the arrival rate per wall-clock
+// second that many times higher, so their product, the floor in requests,
+// is the simulated one.
+func (t timing) wallRateFloor(simulated string) (time.Duration, error) {
+	d, err := time.ParseDuration(simulated)
+	if err != nil || d < 0 || d > forecast.MaxRateFloor {
+		return 0, fmt.Errorf("the forecast's %s %q: want a Go duration from 0 to %s in simulated time, such as 1500ms", catalog.ForecastRateFloorLabel, simulated, forecast.MaxRateFloor)
+	}
+	return t.wall(d).Round(time.Microsecond), nil
 }
 
 // wallForecastWindow is a forecast window written in simulated time (a
@@ -527,19 +562,21 @@ func (t timing) wallForecastWindow(simulated string) (time.Duration, error) {
 	return min(w, t.wall(t.ForecastWindow)), nil
 }
 
-// checkForecastWindows refuses a policy whose forecast windows cannot be
-// converted to wall-clock time at this compression (wallForecastWindow),
-// naming the policy and the metric.
-func checkForecastWindows(p policy, tm timing) error {
+// checkForecastDurations refuses a policy whose forecast windows or rate
+// floors cannot be converted to wall-clock time at this compression
+// (wallForecastWindow, wallRateFloor), naming the policy and the metric.
+func checkForecastDurations(p policy, tm timing) error {
 	var errs []error
 	for _, m := range p.metrics() {
-		m = *m.DeepCopy()
-		mapForecastWindows(&m, func(v string) string {
-			if _, err := tm.wallForecastWindow(v); err != nil {
-				errs = append(errs, fmt.Errorf("policy %q: metric %s: %w", p.Name, metricKey(m), err))
-			}
-			return v
-		})
+		for _, fd := range tm.forecastDurations() {
+			m := *m.DeepCopy()
+			mapForecastSelector(&m, fd.key, func(v string) string {
+				if _, err := fd.wall(v); err != nil {
+					errs = append(errs, fmt.Errorf("policy %q: metric %s: %w", p.Name, metricKey(m), err))
+				}
+				return v
+			})
+		}
 	}
 	return errors.Join(errs...)
 }

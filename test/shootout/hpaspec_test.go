@@ -470,7 +470,7 @@ func TestForecastWindowCompressed(t *testing.T) {
 				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: catalog.ForecastWindowLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{tc.window}}}},
 			} {
 				p := forecastPolicy(sel)
-				err := checkForecastWindows(p, tm)
+				err := checkForecastDurations(p, tm)
 				if tc.want == "" {
 					if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), `policy "fc": metric object/`+catalog.DemandForecastPerReplica) {
 						t.Errorf("%v: %v, want an error naming the policy, the metric and saying %q", sel, err, tc.err)
@@ -514,6 +514,64 @@ func TestForecastWindowCompressed(t *testing.T) {
 	}
 }
 
+// TestRateFloorCompressed: the rate floor's time in system, simulated time
+// in the policy, is wall-clock time in the HPA (whole microseconds, a label
+// value the adapter parses), in matchLabels and matchExpressions, beside a
+// window converted too; one past a minute or no duration is refused, naming
+// policy and metric.
+func TestRateFloorCompressed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		compress  float64
+		rateFloor string
+		want      string // the HPA's rate floor; empty: refused
+		err       string
+	}{
+		{"1131ms at ×15", 15, "1131ms", "75.4ms", ""},
+		{"1s at ×7: whole microseconds", 7, "1s", "142.857ms", ""},
+		{"0 stays 0", 15, "0", "0s", ""},
+		{"1.5s at ×1: unchanged", 1, "1.5s", "1.5s", ""},
+		{"past a minute", 15, "2m", "", `ratefloor "2m": want a Go duration from 0 to 1m0s in simulated time`},
+		{"not a duration", 15, "1.5", "", `ratefloor "1.5": want a Go duration`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := newTiming(tc.compress, time.Minute)
+			for _, sel := range []*metav1.LabelSelector{
+				{MatchLabels: map[string]string{catalog.ForecastRateFloorLabel: tc.rateFloor, catalog.ForecastWindowLabel: "5m"}},
+				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: catalog.ForecastRateFloorLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{tc.rateFloor}}}},
+			} {
+				p := forecastPolicy(sel)
+				err := checkForecastDurations(p, tm)
+				if tc.want == "" {
+					if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), `policy "fc": metric object/`+catalog.DemandForecastPerReplica) {
+						t.Errorf("%v: %v, want an error naming the policy, the metric and saying %q", sel, err, tc.err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%v: %v", sel, err)
+				}
+				got := hpa(p, deploymentName, 1, 8, tm).Spec.Metrics[0].Object.Metric.Selector
+				var wall string
+				if got.MatchLabels != nil {
+					wall = got.MatchLabels[catalog.ForecastRateFloorLabel]
+					if w, want := got.MatchLabels[catalog.ForecastWindowLabel], tm.wall(5*time.Minute).Round(time.Millisecond).String(); w != want {
+						t.Errorf("the window beside it %q, want %q", w, want)
+					}
+				} else {
+					wall = got.MatchExpressions[0].Values[0]
+				}
+				if wall != tc.want {
+					t.Errorf("%v: the HPA's rate floor %q, want %q", sel, wall, tc.want)
+				}
+				if errs := validation.IsValidLabelValue(wall); len(errs) > 0 {
+					t.Errorf("%q is not a label value: %v", wall, errs)
+				}
+			}
+		})
+	}
+}
+
 // TestCommittedForecastStaffingPolicyFile reads the policy file of the
 // staffing settings' measurement (part 5): four policies, the recipe's
 // targets, method=staffing with z and window; the windows compressed at
@@ -526,7 +584,7 @@ func TestCommittedForecastStaffingPolicyFile(t *testing.T) {
 	tm := newTiming(15, time.Minute)
 	var got []string
 	for _, p := range pols {
-		if err := checkForecastWindows(p, tm); err != nil {
+		if err := checkForecastDurations(p, tm); err != nil {
 			t.Errorf("%s: %v", p.Name, err)
 		}
 		h := hpa(p, deploymentName, 1, 8, tm)
@@ -552,5 +610,33 @@ func TestSetUpRefusesForecastWindow(t *testing.T) {
 	e, err := setUp(t.Context(), config{pols: []policy{bad}}, newTiming(15, time.Minute), func(string, ...any) { t.Error("set-up started") })
 	if e != nil || err == nil || !strings.Contains(err.Error(), "shorter than the adapter's scrape interval") {
 		t.Errorf("env %v, %v; want nothing started and the window refused", e, err)
+	}
+}
+
+// TestCommittedRateFloorPolicyFile reads the policy file of the rate
+// floor's measurement (part 67): the recipe with method=auto and the rate
+// floor at the probe's time in system at capacity and at half of it,
+// compressed at the default ×15.
+func TestCommittedRateFloorPolicyFile(t *testing.T) {
+	pols, err := readPolicyFile("../../docs/shootout-runs/2026-12-06-code-part67/recipe-ratefloor.yaml", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := newTiming(15, time.Minute)
+	var got []string
+	for _, p := range pols {
+		if err := checkForecastDurations(p, tm); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+		h := hpa(p, deploymentName, 1, 8, tm)
+		sel := h.Spec.Metrics[0].Object.Metric.Selector.MatchLabels
+		got = append(got, fmt.Sprintf("%s %s %s max %d method=%s ratefloor=%s down=%ds", p.Name, family(p), p.targetText(), h.Spec.MaxReplicas, sel["method"], sel["ratefloor"], *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds))
+	}
+	want := []string{
+		"recipe-ratefloor-905ms recipe+ratefloor 2.951 (Value) + 1 max 8 method=auto ratefloor=60.333ms down=20s",
+		"recipe-ratefloor-453ms recipe+ratefloor 2.951 (Value) + 1 max 8 method=auto ratefloor=30.2ms down=20s",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("policies (-want +got):\n%s", diff)
 	}
 }

@@ -51,11 +51,11 @@ type env struct {
 // modelled node per --side-by-side slot, the adapter with the compressed
 // scrape settings and a gpu-agent on the sim backend on every node.
 // It first refuses a policy whose forecast window cannot be compressed
-// (checkForecastWindows), before anything starts.
+// (checkForecastDurations), before anything starts.
 func setUp(ctx context.Context, cfg config, tm timing, say func(string, ...any)) (e *env, err error) {
 	var errs []error
 	for _, p := range cfg.pols {
-		errs = append(errs, checkForecastWindows(p, tm))
+		errs = append(errs, checkForecastDurations(p, tm))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -296,7 +296,7 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 		return res, fmt.Errorf("%s: deployment never had %d ready replicas: %w", p.Name, start, err)
 	}
 	if p.isHPA() {
-		if err := checkForecastWindows(p, tm); err != nil {
+		if err := checkForecastDurations(p, tm); err != nil {
 			return res, err
 		}
 		res.HPA = hpa(p, deploymentName, int32(cfg.minReplicas), int32(cfg.maxReplicas), tm)

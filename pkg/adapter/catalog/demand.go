@@ -44,3 +44,10 @@ const ForecastWindowLabel = "window"
 // demand in the adapter's --forecast-floor-window below which the forecast
 // does not fall), in place of --forecast-floor.
 const ForecastFloorLabel = "floor"
+
+// ForecastRateFloorLabel is the metric selector label that sets the
+// forecast's rate floor for one question (a Go duration from 0 to 1m, the
+// time in system the largest arrival rate in the adapter's
+// --forecast-floor-window is multiplied by), in place of
+// --forecast-rate-floor.
+const ForecastRateFloorLabel = "ratefloor"

@@ -66,6 +66,9 @@ const (
 	// MaxSamples samples spread over its window, so over 30 minutes they
 	// are at least 28 s apart, and a shorter peak may fall between two.
 	MaxFloorWindow = 30 * time.Minute
+	// MaxRateFloor bounds the rate floor's time in system: a request of an
+	// LLM server at SLO capacity is in it for seconds, not minutes.
+	MaxRateFloor = time.Minute
 )
 
 // Params are an estimate's settings.
@@ -80,6 +83,13 @@ type Params struct {
 	// FloorWindow below which the forecast does not fall; 0 is no floor.
 	Floor       float64
 	FloorWindow time.Duration
+	// RateFloor is a time in system: the forecast does not fall below the
+	// largest arrival rate of the last FloorWindow times it, the requests
+	// that rate keeps in the system by Little's law; 0 is no rate floor.
+	// Set to the time a request spends in a replica at SLO capacity (the
+	// demand per replica at capacity ÷ its completions rate there), it
+	// holds replicas for the largest recent rate of arrivals.
+	RateFloor time.Duration
 	// Bursty is auto's threshold on the burstiness, measured over the last
 	// BurstWindow.
 	Bursty      float64
@@ -110,6 +120,12 @@ type Result struct {
 	// the last Params.FloorWindow (0 without a floor); Forecast is at
 	// least Floor.
 	Floor float64
+	// PeakRate is the largest arrival rate (requests per second) of an
+	// interval of the history in the last Params.FloorWindow, and
+	// RateFloor Params.RateFloor times it; both 0 without a rate floor or
+	// when no interval's arrivals are known. Forecast is at least
+	// RateFloor.
+	PeakRate, RateFloor float64
 }
 
 // ShortError is the error of a history too short to forecast from.
@@ -164,7 +180,30 @@ func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
 		r.Floor = p.Floor * peak(series, now, p.FloorWindow)
 		r.Forecast = max(r.Forecast, r.Floor)
 	}
+	if p.RateFloor > 0 {
+		r.PeakRate = peakRate(inWindow(series, now, p.FloorWindow))
+		r.RateFloor = r.PeakRate * p.RateFloor.Seconds()
+		r.Forecast = max(r.Forecast, r.RateFloor)
+	}
 	return r, nil
+}
+
+// peakRate is the largest arrival rate of an interval between two samples
+// of in, the interval's arrivals (completions rate × interval plus the
+// change in demand, as staffing counts them) over its length; an interval
+// whose completions rate is unknown is left out, and 0 is returned when
+// none is known.
+func peakRate(in []Sample) float64 {
+	var peak float64
+	for i := 1; i < len(in); i++ {
+		dt := in[i].At.Sub(in[i-1].At).Seconds()
+		c := in[i].Completions
+		if dt <= 0 || math.IsNaN(c) {
+			continue
+		}
+		peak = max(peak, max(0, c*dt+in[i].Demand-in[i-1].Demand)/dt)
+	}
+	return peak
 }
 
 // peak is the largest demand of series in the last window before now (0

@@ -255,6 +255,86 @@ func TestEstimateFloor(t *testing.T) {
 	}
 }
 
+// TestEstimateRateFloor: the rate floor is the largest arrival rate of an
+// interval in the floor's window (completions × interval plus the change in
+// demand, over the interval) times the time in system; intervals without a
+// completions rate are left out, the forecast never falls below it, and
+// without it nothing changes.
+func TestEstimateRateFloor(t *testing.T) {
+	const step = 15 * time.Second
+	// 66 samples 15 s apart (16¼ minutes): in the first interval the
+	// demand rises from 1 to 151 while 10 per second complete, then falls
+	// back to 1, and for 16 minutes 1 per second arrives and completes.
+	d := repeat(1, 66)
+	d[1] = 151
+	c := func(i int) float64 {
+		if i == 1 {
+			return 10
+		}
+		return 1
+	}
+	burst := series(step, d, c)
+	last := burst[len(burst)-1].At
+	// The burst's interval: 10 × 15 + 150 = 300 arrivals in 15 s, 20 per
+	// second. The interval after it: 1 × 15 − 150 < 0, no arrivals. The
+	// quiet: 1 per second.
+	unknown := series(step, d, func(i int) float64 {
+		if i == 1 {
+			return math.NaN()
+		}
+		return 1
+	})
+	for _, tc := range []struct {
+		name     string
+		series   []Sample
+		time     time.Duration
+		window   time.Duration
+		wantPeak float64
+	}{
+		{"no rate floor", burst, 0, 17 * time.Minute, 0},
+		{"the burst's 20 per second for 2 s", burst, 2 * time.Second, 17 * time.Minute, 20},
+		{"for 1.5 s", burst, 1500 * time.Millisecond, 17 * time.Minute, 20},
+		{"the burst is past a 15m window: the quiet's 1 per second", burst, 5 * time.Second, 15 * time.Minute, 1},
+		{"the burst's completions rate unknown: left out", unknown, 5 * time.Second, 17 * time.Minute, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Params{Method: Staffing, Window: 5 * time.Minute, Horizon: 2 * time.Minute, Z: DefaultZ, Alpha: DefaultAlpha, Beta: DefaultBeta, FloorWindow: tc.window, RateFloor: tc.time}
+			r, err := Estimate(tc.series, last, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(r.PeakRate-tc.wantPeak) > 1e-9 {
+				t.Errorf("peak rate %g, want %g", r.PeakRate, tc.wantPeak)
+			}
+			wantFloor := tc.wantPeak * tc.time.Seconds()
+			if math.Abs(r.RateFloor-wantFloor) > 1e-9 {
+				t.Errorf("rate floor %g, want %g", r.RateFloor, wantFloor)
+			}
+			p.RateFloor = 0
+			bare, err := Estimate(tc.series, last, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := max(bare.Forecast, wantFloor); r.Forecast != want {
+				t.Errorf("forecast %g, want the larger of the estimate %g and the rate floor %g", r.Forecast, bare.Forecast, wantFloor)
+			}
+			if tc.time > 0 && wantFloor <= bare.Forecast {
+				t.Errorf("the case does not test the floor: estimate %g at least the floor %g", bare.Forecast, wantFloor)
+			}
+		})
+	}
+	t.Run("with the demand's floor, the larger", func(t *testing.T) {
+		p := Params{Method: Staffing, Window: 5 * time.Minute, Horizon: 2 * time.Minute, Z: DefaultZ, Floor: 0.5, FloorWindow: 17 * time.Minute, RateFloor: 2 * time.Second}
+		r, err := Estimate(burst, last, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Floor != 75.5 || r.RateFloor != 40 || r.Forecast != 75.5 {
+			t.Errorf("floor %g, rate floor %g, forecast %g: want 75.5, 40, 75.5", r.Floor, r.RateFloor, r.Forecast)
+		}
+	})
+}
+
 // TestEstimateShort: absent until 3 samples span half the shorter of
 // horizon and window; a restart (no history) is absent too.
 func TestEstimateShort(t *testing.T) {

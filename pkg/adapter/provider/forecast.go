@@ -42,6 +42,10 @@ type ForecastConfig struct {
 	// the metric selector sets none.
 	Floor       float64
 	FloorWindow time.Duration
+	// RateFloor is the time in system the largest arrival rate of the last
+	// FloorWindow is multiplied by for the forecast's rate floor (0: none),
+	// when the metric selector sets none.
+	RateFloor time.Duration
 	// Bursty is the auto method's threshold on the arrivals' burstiness,
 	// measured over the whole history (the longer of Window and
 	// FloorWindow).
@@ -119,20 +123,23 @@ type forecastQuestion struct {
 	z      float64       // staffing's (and auto's) safety factor
 	window time.Duration // the span holt fits and staffing measures dispersion over
 	floor  float64       // the share of the floor window's largest demand
-	model  labels.Selector
+	// rateFloor is the time in system the floor window's largest arrival
+	// rate is multiplied by.
+	rateFloor time.Duration
+	model     labels.Selector
 }
 
 // maxForecastZ bounds the metric selector's z.
 const maxForecastZ = 10
 
 // forecastSelector reads a forecast question's metric selector: method,
-// z (staffing and auto only) and window (all but envelope; at most the adapter's
-// --forecast-window, all the history holds) each once, the rest the model
+// z (staffing and auto only), window (all but envelope; at most the adapter's
+// --forecast-window, all the history holds), floor and ratefloor each once, the rest the model
 // selector. Other keys, a key given other than as one value, a value out
 // of range and a setting its method does not read are a 400 naming them.
 func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQuestion, error) {
 	fc := p.cfg.Forecast
-	q := forecastQuestion{method: fc.Method, z: fc.Z, window: fc.Window, floor: fc.Floor}
+	q := forecastQuestion{method: fc.Method, z: fc.Z, window: fc.Window, floor: fc.Floor, rateFloor: fc.RateFloor}
 	if metricSelector == nil || metricSelector.Empty() {
 		return q, nil
 	}
@@ -181,11 +188,21 @@ func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQue
 				return q, badRequest(fmt.Sprintf("%s: the metric selector's %s %q: %v (the share of the largest demand of the last %s below which the forecast does not fall), such as 0.5", catalog.DemandForecastPerReplica, catalog.ForecastFloorLabel, v, err, fc.FloorWindow))
 			}
 			q.floor = f
+		case catalog.ForecastRateFloorLabel:
+			v, ok := oneValue(r)
+			if !ok {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %q must name one duration from 0 to %s (%s=1500ms), got %q", catalog.DemandForecastPerReplica, catalog.ForecastRateFloorLabel, forecast.MaxRateFloor, catalog.ForecastRateFloorLabel, r.String()))
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 || d > forecast.MaxRateFloor {
+				return q, badRequest(fmt.Sprintf("%s: the metric selector's %s %q: want a duration from 0 to %s (the time a request spends in a replica at SLO capacity, which the largest arrival rate of the last %s is multiplied by), such as 1500ms or 1.5s", catalog.DemandForecastPerReplica, catalog.ForecastRateFloorLabel, v, forecast.MaxRateFloor, fc.FloorWindow))
+			}
+			q.rateFloor = d
 		case "model_name", "model", catalog.RoleSelectorLabel:
 			// A role picks pods (role.go), and keys its own history.
 			model = model.Add(r)
 		default:
-			return q, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt, staffing or auto), %s, %s, %s, model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.ForecastZLabel, catalog.ForecastWindowLabel, catalog.ForecastFloorLabel, catalog.RoleSelectorLabel))
+			return q, badRequest(fmt.Sprintf("%s: the metric selector's key %q is not read: it takes %s (envelope, holt, staffing or auto), %s, %s, %s, %s, model_name and %s", catalog.DemandForecastPerReplica, r.Key(), catalog.ForecastMethodLabel, catalog.ForecastZLabel, catalog.ForecastWindowLabel, catalog.ForecastFloorLabel, catalog.ForecastRateFloorLabel, catalog.RoleSelectorLabel))
 		}
 	}
 	if zSet && q.method != forecast.Staffing && q.method != forecast.Auto {
@@ -273,7 +290,7 @@ func (p *Provider) forecastValue(ctx context.Context, k kind, name types.Namespa
 		return nil, notFound(info, fmt.Sprintf("%s: the forecast needs the demand, which is unknown: %s; the history holds %d samples", obj, why, len(series)))
 	}
 	fc := p.cfg.Forecast
-	params := forecast.Params{Method: q.method, Window: q.window, Horizon: p.forecastHorizon(pods), Z: q.z, Alpha: fc.Alpha, Beta: fc.Beta, Floor: q.floor, FloorWindow: fc.FloorWindow,
+	params := forecast.Params{Method: q.method, Window: q.window, Horizon: p.forecastHorizon(pods), Z: q.z, Alpha: fc.Alpha, Beta: fc.Beta, Floor: q.floor, FloorWindow: fc.FloorWindow, RateFloor: q.rateFloor,
 		Bursty: fc.Bursty, BurstWindow: max(fc.Window, fc.FloorWindow)}
 	res, err := forecast.Estimate(series, now, params)
 	if err != nil {
@@ -284,6 +301,9 @@ func (p *Provider) forecastValue(ctx context.Context, k kind, name types.Namespa
 	}
 	if q.method == forecast.Auto {
 		klog.FromContext(ctx).V(4).Info("Forecast chose", "workload", obj, "kind", kindName(k), "method", res.Method, "burstiness", res.Burstiness, "threshold", fc.Bursty, "burstWindow", params.BurstWindow)
+	}
+	if res.RateFloor > 0 && res.Forecast == res.RateFloor {
+		klog.FromContext(ctx).V(4).Info("Forecast held at the rate floor", "workload", obj, "kind", kindName(k), "peakRate", res.PeakRate, "timeInSystem", params.RateFloor, "rateFloor", res.RateFloor, "floorWindow", params.FloorWindow)
 	}
 	v := res.Forecast / float64(r.replicas())
 	if math.IsInf(v, 0) || math.IsNaN(v) {

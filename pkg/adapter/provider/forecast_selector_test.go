@@ -71,7 +71,11 @@ func TestForecastSelectorSettingsRefused(t *testing.T) {
 		{"floor=-1", unvalidated("floor", "-1"), []string{`floor "-1"`, "from 0 to 1"}},
 		{"floor=half", mustParse(t, "floor=half"), []string{`floor "half"`, "decimal number"}},
 		{"floor in (0.1,0.2)", mustParse(t, "floor in (0.1,0.2)"), []string{`"floor" must name one number from 0 to 1`}},
-		{"an unknown key lists z, window and floor", mustParse(t, "team=x"), []string{`key "team"`, "method (envelope, holt, staffing or auto), z, window, floor, model_name and role"}},
+		{"ratefloor=2m", mustParse(t, "ratefloor=2m"), []string{`ratefloor "2m"`, "from 0 to 1m0s", "largest arrival rate of the last 15m0s"}},
+		{"ratefloor=-1s", unvalidated("ratefloor", "-1s"), []string{`ratefloor "-1s"`, "from 0 to 1m0s"}},
+		{"ratefloor=1.5", mustParse(t, "ratefloor=1.5"), []string{`ratefloor "1.5"`, "such as 1500ms or 1.5s"}},
+		{"ratefloor in (1s,2s)", mustParse(t, "ratefloor in (1s,2s)"), []string{`"ratefloor" must name one duration from 0 to 1m0s`}},
+		{"an unknown key lists z, window, floor and ratefloor", mustParse(t, "team=x"), []string{`key "team"`, "method (envelope, holt, staffing or auto), z, window, floor, ratefloor, model_name and role"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			info := cmprovider.CustomMetricInfo{GroupResource: deploymentsGR, Namespaced: true, Metric: catalog.DemandForecastPerReplica}
@@ -182,6 +186,47 @@ func burstyThenSteady(t *testing.T, start time.Time, cfg ForecastConfig) *foreca
 		}
 	}
 	return f
+}
+
+// TestForecastRateFloor: on the same history (one request completing a
+// second; the bursts' rises from 2 to 20 in system bring 15 + 18 = 33
+// arrivals in 15 s, 2.2 a second; the steady minute 1 a second), the rate
+// floor is the largest arrival rate in the floor's window times the
+// selector's or the adapter's time in system, for every method; a floor
+// window that holds only the steady minute reads its 1 a second.
+func TestForecastRateFloor(t *testing.T) {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	byDefault := DefaultForecastConfig()
+	byFlag := DefaultForecastConfig()
+	byFlag.RateFloor = 5 * time.Second
+	short := DefaultForecastConfig()
+	short.FloorWindow = time.Minute
+	for _, tc := range []struct {
+		name     string
+		cfg      ForecastConfig
+		selector string
+		want     float64
+	}{
+		{"ratefloor=10s: 2.2 a second for 10 s", byDefault, "z=0,ratefloor=10s", 22},
+		{"ratefloor=1s: 2.2, below the demand", byDefault, "z=0,ratefloor=1s", 10},
+		{"holt held", byDefault, "method=holt,window=1m,ratefloor=20s", 44},
+		{"envelope held", byDefault, "method=envelope,ratefloor=20s", 44},
+		{"with floor=1, the larger", byDefault, "z=0,floor=1,ratefloor=5s", 20},
+		{"--forecast-rate-floor 5s", byFlag, "z=0", 11},
+		{"the selector's ratefloor=0 over the flag's", byFlag, "z=0,ratefloor=0", 10},
+		{"a 1m floor window holds the steady minute only", short, "z=0,ratefloor=20s", 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := burstyThenSteady(t, start, tc.cfg)
+			v, _, err := askForecast(f, mustParse(t, tc.selector))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(v-tc.want) > 0.001 {
+				t.Errorf("%q: %g, want %g", tc.selector, v, tc.want)
+			}
+		})
+	}
 }
 
 // TestForecastAuto: method=auto (by the selector or by default) is

@@ -22,8 +22,8 @@ func TestForecastFlags(t *testing.T) {
 		want    provider.ForecastConfig
 	}{
 		{name: "defaults", want: provider.ForecastConfig{Method: forecast.Auto, Window: 5 * time.Minute, Horizon: 0, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, Bursty: 0.25, MaxWorkloads: 10000}},
-		{name: "every flag", args: []string{"--forecast-method=holt", "--forecast-window=2m", "--forecast-horizon=90s", "--forecast-z=0", "--forecast-holt-alpha=1", "--forecast-holt-beta=0.1", "--forecast-floor=0.5", "--forecast-floor-window=20m", "--forecast-auto-burstiness=1", "--forecast-max-workloads=1"},
-			want: provider.ForecastConfig{Method: forecast.Holt, Window: 2 * time.Minute, Horizon: 90 * time.Second, Z: 0, Alpha: 1, Beta: 0.1, Floor: 0.5, FloorWindow: 20 * time.Minute, Bursty: 1, MaxWorkloads: 1}},
+		{name: "every flag", args: []string{"--forecast-method=holt", "--forecast-window=2m", "--forecast-horizon=90s", "--forecast-z=0", "--forecast-holt-alpha=1", "--forecast-holt-beta=0.1", "--forecast-floor=0.5", "--forecast-floor-window=20m", "--forecast-rate-floor=1.5s", "--forecast-auto-burstiness=1", "--forecast-max-workloads=1"},
+			want: provider.ForecastConfig{Method: forecast.Holt, Window: 2 * time.Minute, Horizon: 90 * time.Second, Z: 0, Alpha: 1, Beta: 0.1, Floor: 0.5, FloorWindow: 20 * time.Minute, RateFloor: 1500 * time.Millisecond, Bursty: 1, MaxWorkloads: 1}},
 		{name: "staffing", args: []string{"--forecast-method=staffing", "--forecast-auto-burstiness=0"},
 			want: provider.ForecastConfig{Method: forecast.Staffing, Window: 5 * time.Minute, Z: 1.645, Alpha: 0.5, Beta: 0.3, FloorWindow: 15 * time.Minute, MaxWorkloads: 10000}},
 		{name: "horizon equal to the window", args: []string{"--forecast-window=2m", "--forecast-horizon=2m"},
@@ -43,6 +43,8 @@ func TestForecastFlags(t *testing.T) {
 		{name: "NaN floor", args: []string{"--forecast-floor=NaN"}, wantErr: []string{"--forecast-floor must be in [0, 1]"}},
 		{name: "zero floor window", args: []string{"--forecast-floor-window=0"}, wantErr: []string{"--forecast-floor-window must be above 0 and at most 30m0s (a history keeps 64 samples), got 0s"}},
 		{name: "floor window past 30m", args: []string{"--forecast-floor-window=1h"}, wantErr: []string{"--forecast-floor-window must be above 0 and at most 30m0s"}},
+		{name: "negative rate floor", args: []string{"--forecast-rate-floor=-1s"}, wantErr: []string{"--forecast-rate-floor must be from 0 to 1m0s (a request's time in system at SLO capacity), got -1s"}},
+		{name: "rate floor past 1m", args: []string{"--forecast-rate-floor=90s"}, wantErr: []string{"--forecast-rate-floor must be from 0 to 1m0s"}},
 		{name: "negative burstiness", args: []string{"--forecast-auto-burstiness=-0.5"}, wantErr: []string{"--forecast-auto-burstiness must be a finite number of at least 0, got -0.5"}},
 		{name: "infinite burstiness", args: []string{"--forecast-auto-burstiness=+Inf"}, wantErr: []string{"--forecast-auto-burstiness must be a finite number"}},
 		{name: "no histories", args: []string{"--forecast-max-workloads=0"}, wantErr: []string{"--forecast-max-workloads must be at least 1, got 0"}},

@@ -112,8 +112,8 @@ type Options struct {
 	// ForecastMethod, ForecastWindow, ForecastHorizon ("auto" or a
 	// duration), ForecastZ, ForecastHoltAlpha, ForecastHoltBeta and
 	// ForecastMaxWorkloads set inference_demand_forecast_per_replica;
-	// ForecastFloor and ForecastFloorWindow its floor; ForecastAutoBursty
-	// the auto method's threshold.
+	// ForecastFloor and ForecastFloorWindow its floor; ForecastRateFloor
+	// its rate floor; ForecastAutoBursty the auto method's threshold.
 	ForecastMethod       string
 	ForecastWindow       time.Duration
 	ForecastHorizon      string
@@ -122,6 +122,7 @@ type Options struct {
 	ForecastHoltBeta     float64
 	ForecastFloor        float64
 	ForecastFloorWindow  time.Duration
+	ForecastRateFloor    time.Duration
 	ForecastAutoBursty   float64
 	ForecastMaxWorkloads int
 
@@ -314,6 +315,7 @@ func (o *Options) addOwnFlags(fss *cliflag.NamedFlagSets) {
 	fs.Float64Var(&o.ForecastHoltBeta, "forecast-holt-beta", o.ForecastHoltBeta, "Trend smoothing of the holt forecast, in (0, 1].")
 	fs.Float64Var(&o.ForecastFloor, "forecast-floor", o.ForecastFloor, "Share, in [0, 1], of the workload's largest demand in the last --forecast-floor-window below which the demand forecast does not fall, for every method; 0 is no floor. A metric selector floor=... sets it per question.")
 	fs.DurationVar(&o.ForecastFloorWindow, "forecast-floor-window", o.ForecastFloorWindow, "Span whose largest demand the forecast's floor is a share of, above 0 and at most 30m. The histories keep 64 samples over the longer of it and --forecast-window.")
+	fs.DurationVar(&o.ForecastRateFloor, "forecast-rate-floor", o.ForecastRateFloor, "Time in system, from 0 to 1m, that the workload's largest arrival rate in the last --forecast-floor-window is multiplied by for a floor under the demand forecast (every method): the requests that rate keeps in the system by Little's law. Set to the time a request spends in a replica at SLO capacity, it holds replicas for the largest recent rate. 0 is no rate floor. A metric selector ratefloor=... sets it per question.")
 	fs.Float64Var(&o.ForecastAutoBursty, "forecast-auto-burstiness", o.ForecastAutoBursty, "Threshold of the auto forecast method: staffing when the arrivals' burstiness over the history (the longer of --forecast-window and --forecast-floor-window), the squared coefficient of variation of their rate per sample interval, is at least this; holt below it. 0.25 is a rate whose standard deviation is half its mean. At least 0.")
 	fs.IntVar(&o.ForecastMaxWorkloads, "forecast-max-workloads", o.ForecastMaxWorkloads, "Most workload demand histories the forecast keeps (about 1.5 KB each); past it the least recently asked goes, and one namespace holds at most a quarter of them.")
 
@@ -624,6 +626,9 @@ func (o *Options) validateForecast() []error {
 	if o.ForecastFloorWindow <= 0 || o.ForecastFloorWindow > forecast.MaxFloorWindow {
 		errs = append(errs, fmt.Errorf("--forecast-floor-window must be above 0 and at most %s (a history keeps %d samples), got %s", forecast.MaxFloorWindow, forecast.MaxSamples, o.ForecastFloorWindow))
 	}
+	if o.ForecastRateFloor < 0 || o.ForecastRateFloor > forecast.MaxRateFloor {
+		errs = append(errs, fmt.Errorf("--forecast-rate-floor must be from 0 to %s (a request's time in system at SLO capacity), got %s", forecast.MaxRateFloor, o.ForecastRateFloor))
+	}
 	if !(o.ForecastAutoBursty >= 0) || math.IsInf(o.ForecastAutoBursty, 0) {
 		errs = append(errs, fmt.Errorf("--forecast-auto-burstiness must be a finite number of at least 0, got %g", o.ForecastAutoBursty))
 	}
@@ -646,6 +651,7 @@ func (o *Options) forecastConfig() provider.ForecastConfig {
 		Beta:         o.ForecastHoltBeta,
 		Floor:        o.ForecastFloor,
 		FloorWindow:  o.ForecastFloorWindow,
+		RateFloor:    o.ForecastRateFloor,
 		Bursty:       o.ForecastAutoBursty,
 		MaxWorkloads: o.ForecastMaxWorkloads,
 	}
