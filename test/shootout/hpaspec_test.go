@@ -613,30 +613,37 @@ func TestSetUpRefusesForecastWindow(t *testing.T) {
 	}
 }
 
-// TestCommittedRateFloorPolicyFile reads the policy file of the rate
-// floor's measurement (part 67): the recipe with method=auto and the rate
-// floor at the probe's time in system at capacity and at half of it,
-// compressed at the default ×15.
-func TestCommittedRateFloorPolicyFile(t *testing.T) {
-	pols, err := readPolicyFile("../../docs/shootout-runs/2026-12-06-code-part67/recipe-ratefloor.yaml", 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm := newTiming(15, time.Minute)
-	var got []string
-	for _, p := range pols {
-		if err := checkForecastDurations(p, tm); err != nil {
-			t.Errorf("%s: %v", p.Name, err)
+// TestCommittedRateFloorPolicyFiles read the policy files of the rate
+// floor's measurements (parts 67 and 68): the recipe with method=auto and
+// the rate floor at the probe's time in system at capacity and at half of
+// it, compressed at the default ×15.
+func TestCommittedRateFloorPolicyFiles(t *testing.T) {
+	for file, want := range map[string][]string{
+		"2026-12-06-code-part67": {
+			"recipe-ratefloor-905ms recipe+ratefloor 2.951 (Value) + 1 max 8 method=auto ratefloor=60.333ms down=20s",
+			"recipe-ratefloor-453ms recipe+ratefloor 2.951 (Value) + 1 max 8 method=auto ratefloor=30.2ms down=20s",
+		},
+		"2026-12-06-conv-part68": {
+			"recipe-ratefloor-3552ms recipe+ratefloor 16.195 (Value) + 1 max 8 method=auto ratefloor=236.8ms down=20s",
+			"recipe-ratefloor-1776ms recipe+ratefloor 16.195 (Value) + 1 max 8 method=auto ratefloor=118.4ms down=20s",
+		},
+	} {
+		pols, err := readPolicyFile("../../docs/shootout-runs/"+file+"/recipe-ratefloor.yaml", 8)
+		if err != nil {
+			t.Fatal(err)
 		}
-		h := hpa(p, deploymentName, 1, 8, tm)
-		sel := h.Spec.Metrics[0].Object.Metric.Selector.MatchLabels
-		got = append(got, fmt.Sprintf("%s %s %s max %d method=%s ratefloor=%s down=%ds", p.Name, family(p), p.targetText(), h.Spec.MaxReplicas, sel["method"], sel["ratefloor"], *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds))
-	}
-	want := []string{
-		"recipe-ratefloor-905ms recipe+ratefloor 2.951 (Value) + 1 max 8 method=auto ratefloor=60.333ms down=20s",
-		"recipe-ratefloor-453ms recipe+ratefloor 2.951 (Value) + 1 max 8 method=auto ratefloor=30.2ms down=20s",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("policies (-want +got):\n%s", diff)
+		tm := newTiming(15, time.Minute)
+		var got []string
+		for _, p := range pols {
+			if err := checkForecastDurations(p, tm); err != nil {
+				t.Errorf("%s: %v", p.Name, err)
+			}
+			h := hpa(p, deploymentName, 1, 8, tm)
+			sel := h.Spec.Metrics[0].Object.Metric.Selector.MatchLabels
+			got = append(got, fmt.Sprintf("%s %s %s max %d method=%s ratefloor=%s down=%ds", p.Name, family(p), p.targetText(), h.Spec.MaxReplicas, sel["method"], sel["ratefloor"], *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: policies (-want +got):\n%s", file, diff)
+		}
 	}
 }
