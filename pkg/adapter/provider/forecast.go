@@ -132,11 +132,12 @@ type forecastQuestion struct {
 // maxForecastZ bounds the metric selector's z.
 const maxForecastZ = 10
 
-// forecastSelector reads a forecast question's metric selector: method,
-// z (staffing and auto only), window (all but envelope; at most the adapter's
-// --forecast-window, all the history holds), floor and ratefloor each once, the rest the model
-// selector. Other keys, a key given other than as one value, a value out
-// of range and a setting its method does not read are a 400 naming them.
+// forecastSelector reads a forecast question's metric selector: method, z
+// (staffing and auto only), window (all but envelope; at most the
+// adapter's --forecast-window, all the history holds), floor and ratefloor
+// each once, the rest the model selector. Other keys, a key given other
+// than as one value, a value out of range and a setting its method does
+// not read are a 400 naming them.
 func (p *Provider) forecastSelector(metricSelector labels.Selector) (forecastQuestion, error) {
 	fc := p.cfg.Forecast
 	q := forecastQuestion{method: fc.Method, z: fc.Z, window: fc.Window, floor: fc.Floor, rateFloor: fc.RateFloor}
