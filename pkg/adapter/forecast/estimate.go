@@ -189,21 +189,29 @@ func Estimate(series []Sample, now time.Time, p Params) (Result, error) {
 }
 
 // peakRate is the largest arrival rate of an interval between two samples
-// of in, the interval's arrivals (completions rate × interval plus the
-// change in demand, as staffing counts them) over its length; an interval
-// whose completions rate is unknown is left out, and 0 is returned when
-// none is known.
+// of in, the interval's arrivals over its length; an interval whose
+// arrivals are unknown is left out, and 0 is returned when none is known.
 func peakRate(in []Sample) float64 {
 	var peak float64
 	for i := 1; i < len(in); i++ {
-		dt := in[i].At.Sub(in[i-1].At).Seconds()
-		c := in[i].Completions
-		if dt <= 0 || math.IsNaN(c) {
-			continue
+		if a, dt, ok := intervalArrivals(in[i-1], in[i]); ok && dt > 0 {
+			peak = max(peak, a/dt)
 		}
-		peak = max(peak, max(0, c*dt+in[i].Demand-in[i-1].Demand)/dt)
 	}
 	return peak
+}
+
+// intervalArrivals is the requests that arrived between samples prev and
+// cur, the completions (cur's rate × the interval) plus the change in
+// demand, never below 0, and the interval in seconds; ok is false when
+// cur's completions rate is unknown (a pod that just turned Ready has none
+// yet).
+func intervalArrivals(prev, cur Sample) (a, dt float64, ok bool) {
+	dt = cur.At.Sub(prev.At).Seconds()
+	if math.IsNaN(cur.Completions) {
+		return 0, dt, false
+	}
+	return max(0, cur.Completions*dt+cur.Demand-prev.Demand), dt, true
 }
 
 // peak is the largest demand of series in the last window before now (0
@@ -306,15 +314,13 @@ func dispersion(in []Sample) (float64, float64, string) {
 	var total, seconds float64
 	unknown := 0
 	for i := 1; i < len(in); i++ {
-		dt := in[i].At.Sub(in[i-1].At).Seconds()
-		c := in[i].Completions
-		if math.IsNaN(c) {
+		a, dt, ok := intervalArrivals(in[i-1], in[i])
+		if !ok {
 			// A pod that just turned Ready has no rate yet: this interval's
 			// arrivals are unknown, the others still measure the burstiness.
 			unknown++
 			continue
 		}
-		a := max(0, c*dt+in[i].Demand-in[i-1].Demand)
 		arrivals = append(arrivals, a)
 		spans = append(spans, dt)
 		total += a

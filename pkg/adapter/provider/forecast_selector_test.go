@@ -188,47 +188,6 @@ func burstyThenSteady(t *testing.T, start time.Time, cfg ForecastConfig) *foreca
 	return f
 }
 
-// TestForecastRateFloor: on the same history (one request completing a
-// second; the bursts' rises from 2 to 20 in system bring 15 + 18 = 33
-// arrivals in 15 s, 2.2 a second; the steady minute 1 a second), the rate
-// floor is the largest arrival rate in the floor's window times the
-// selector's or the adapter's time in system, for every method; a floor
-// window that holds only the steady minute reads its 1 a second.
-func TestForecastRateFloor(t *testing.T) {
-	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	byDefault := DefaultForecastConfig()
-	byFlag := DefaultForecastConfig()
-	byFlag.RateFloor = 5 * time.Second
-	short := DefaultForecastConfig()
-	short.FloorWindow = time.Minute
-	for _, tc := range []struct {
-		name     string
-		cfg      ForecastConfig
-		selector string
-		want     float64
-	}{
-		{"ratefloor=10s: 2.2 a second for 10 s", byDefault, "z=0,ratefloor=10s", 22},
-		{"ratefloor=1s: 2.2, below the demand", byDefault, "z=0,ratefloor=1s", 10},
-		{"holt held", byDefault, "method=holt,window=1m,ratefloor=20s", 44},
-		{"envelope held", byDefault, "method=envelope,ratefloor=20s", 44},
-		{"with floor=1, the larger", byDefault, "z=0,floor=1,ratefloor=5s", 20},
-		{"--forecast-rate-floor 5s", byFlag, "z=0", 11},
-		{"the selector's ratefloor=0 over the flag's", byFlag, "z=0,ratefloor=0", 10},
-		{"a 1m floor window holds the steady minute only", short, "z=0,ratefloor=20s", 20},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := burstyThenSteady(t, start, tc.cfg)
-			v, _, err := askForecast(f, mustParse(t, tc.selector))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Abs(v-tc.want) > 0.001 {
-				t.Errorf("%q: %g, want %g", tc.selector, v, tc.want)
-			}
-		})
-	}
-}
-
 // TestForecastAuto: method=auto (by the selector or by default) is
 // staffing while the bursts are in the history's span (the longer of the
 // window and the floor window) and holt once they are not, or when the
@@ -283,15 +242,20 @@ func TestForecastAuto(t *testing.T) {
 }
 
 // TestForecastFloor: on a history bursty (demand 2 and 20 by turns) for
-// four minutes and steady at 10 in the last, the floor is a share of the
-// largest demand in the floor's window, for every method, set by the
+// four minutes and steady at 10 in the last, one request completing a
+// second, the floor is a share of the largest demand in the floor's window
+// and the rate floor the largest arrival rate there times a time in system
+// (the bursts' rises from 2 to 20 bring 15 + 18 = 33 arrivals in 15 s, 2.2
+// a second; the steady minute 1 a second), for every method, set by the
 // metric selector or by the adapter's default; a floor window that holds
-// only the steady minute floors nothing above it.
+// only the steady minute reads only it.
 func TestForecastFloor(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	byDefault := DefaultForecastConfig()
 	floored := DefaultForecastConfig()
 	floored.Floor = 0.75
+	rateByFlag := DefaultForecastConfig()
+	rateByFlag.RateFloor = 5 * time.Second
 	short := DefaultForecastConfig()
 	short.FloorWindow = time.Minute
 	for _, tc := range []struct {
@@ -301,6 +265,14 @@ func TestForecastFloor(t *testing.T) {
 		want     float64
 	}{
 		{"no floor by default: the demand", byDefault, "z=0", 10},
+		{"ratefloor=10s: 2.2 a second for 10 s", byDefault, "z=0,ratefloor=10s", 22},
+		{"ratefloor=1s: 2.2, below the demand", byDefault, "z=0,ratefloor=1s", 10},
+		{"holt held at the rate floor", byDefault, "method=holt,window=1m,ratefloor=20s", 44},
+		{"envelope held at the rate floor", byDefault, "method=envelope,ratefloor=20s", 44},
+		{"floor=1 and ratefloor=5s: the larger", byDefault, "z=0,floor=1,ratefloor=5s", 20},
+		{"--forecast-rate-floor 5s", rateByFlag, "z=0", 11},
+		{"the selector's ratefloor=0 over the flag's", rateByFlag, "z=0,ratefloor=0", 10},
+		{"a 1m floor window holds the steady minute's 1 a second only", short, "z=0,ratefloor=20s", 20},
 		{"floor=1: the bursts' 20", byDefault, "z=0,floor=1", 20},
 		{"floor=0.25: 5, below the demand", byDefault, "z=0,floor=0.25", 10},
 		{"holt floored", byDefault, "method=holt,window=1m,floor=0.9", 18},
