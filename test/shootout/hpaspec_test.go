@@ -438,36 +438,54 @@ func forecastPolicy(sel *metav1.LabelSelector) policy {
 	}}}}
 }
 
-// TestForecastWindowCompressed: the window of the forecast's metric
-// selector, simulated time in the policy, is wall-clock time in the HPA
-// (whole milliseconds, a label value the adapter parses), in matchLabels
-// and matchExpressions; the policy keeps what was written; a window the
-// conversion makes shorter than the scrape interval, one over the forecast
-// window and one that is no duration are refused, naming policy and metric.
-func TestForecastWindowCompressed(t *testing.T) {
+// TestForecastDurationsCompressed: the durations of the forecast's metric
+// selector, simulated time in the policy, are wall-clock time in the HPA,
+// label values the adapter parses: the window in whole milliseconds, the
+// rate floor's time in system in whole microseconds, in matchLabels and
+// matchExpressions, each beside the other keys (converted or left alone);
+// the policy keeps what was written; a window the conversion makes shorter
+// than the scrape interval, one over the forecast window, a rate floor past
+// a minute and a value that is no duration are refused, naming policy and
+// metric.
+func TestForecastDurationsCompressed(t *testing.T) {
+	const (
+		window    = catalog.ForecastWindowLabel
+		rateFloor = catalog.ForecastRateFloorLabel
+	)
 	for _, tc := range []struct {
 		name     string
+		key      string
 		compress float64
-		window   string
-		want     string // the HPA's window; empty: refused
+		value    string
+		want     string // the HPA's value; empty: refused
 		err      string
 	}{
-		{"2m at ×15", 15, "2m", "8s", ""},
-		{"90s at ×15", 15, "90s", "6s", ""},
-		{"5m at ×15: the whole forecast window", 15, "5m", "20s", ""},
-		{"1m at ×7: whole milliseconds", 7, "1m", "8.571s", ""},
-		{"2m at ×1: unchanged", 1, "2m", "2m0s", ""},
-		{"5s at ×15: the scrape interval", 15, "5s", "333ms", ""},
-		{"4s at ×15: under the scrape interval", 15, "4s", "", "4s simulated is 267ms wall at compression ×15, shorter than the adapter's scrape interval (333.333333ms wall, 5s simulated)"},
-		{"over the forecast window", 15, "6m", "", "window 6m0s is over the adapter's forecast window, 5m0s simulated"},
-		{"not a duration", 15, "2", "", `window "2": want a positive Go duration in simulated time`},
-		{"zero", 15, "0s", "", `window "0s": want a positive Go duration`},
+		{"window 2m at ×15", window, 15, "2m", "8s", ""},
+		{"window 90s at ×15", window, 15, "90s", "6s", ""},
+		{"window 5m at ×15: the whole forecast window", window, 15, "5m", "20s", ""},
+		{"window 1m at ×7: whole milliseconds", window, 7, "1m", "8.571s", ""},
+		{"window 2m at ×1: unchanged", window, 1, "2m", "2m0s", ""},
+		{"window 5s at ×15: the scrape interval", window, 15, "5s", "333ms", ""},
+		{"window 4s at ×15: under the scrape interval", window, 15, "4s", "", "4s simulated is 267ms wall at compression ×15, shorter than the adapter's scrape interval (333.333333ms wall, 5s simulated)"},
+		{"window over the forecast window", window, 15, "6m", "", "window 6m0s is over the adapter's forecast window, 5m0s simulated"},
+		{"window not a duration", window, 15, "2", "", `window "2": want a positive Go duration in simulated time`},
+		{"window zero", window, 15, "0s", "", `window "0s": want a positive Go duration`},
+		{"rate floor 1131ms at ×15", rateFloor, 15, "1131ms", "75.4ms", ""},
+		{"rate floor 1s at ×7: whole microseconds", rateFloor, 7, "1s", "142.857ms", ""},
+		{"rate floor 0 stays 0", rateFloor, 15, "0", "0s", ""},
+		{"rate floor 1.5s at ×1: unchanged", rateFloor, 1, "1.5s", "1.5s", ""},
+		{"rate floor past a minute", rateFloor, 15, "2m", "", `ratefloor "2m": want a Go duration from 0 to 1m0s in simulated time`},
+		{"rate floor not a duration", rateFloor, 15, "1.5", "", `ratefloor "1.5": want a Go duration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := newTiming(tc.compress, time.Minute)
+			labels := map[string]string{catalog.ForecastMethodLabel: "staffing", tc.key: tc.value}
+			if tc.key != window {
+				labels[window] = "5m"
+			}
 			for _, sel := range []*metav1.LabelSelector{
-				{MatchLabels: map[string]string{catalog.ForecastMethodLabel: "staffing", catalog.ForecastWindowLabel: tc.window}},
-				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: catalog.ForecastWindowLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{tc.window}}}},
+				{MatchLabels: labels},
+				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: tc.key, Operator: metav1.LabelSelectorOpIn, Values: []string{tc.value}}}},
 			} {
 				p := forecastPolicy(sel)
 				err := checkForecastDurations(p, tm)
@@ -483,92 +501,38 @@ func TestForecastWindowCompressed(t *testing.T) {
 				got := hpa(p, deploymentName, 1, 8, tm).Spec.Metrics[0].Object.Metric.Selector
 				var wall string
 				if got.MatchLabels != nil {
-					wall = got.MatchLabels[catalog.ForecastWindowLabel]
+					wall = got.MatchLabels[tc.key]
 					if m := got.MatchLabels[catalog.ForecastMethodLabel]; m != "staffing" {
 						t.Errorf("method %q, want staffing unchanged", m)
 					}
-				} else {
-					wall = got.MatchExpressions[0].Values[0]
-				}
-				if wall != tc.want {
-					t.Errorf("%v: the HPA's window %q, want %q", sel, wall, tc.want)
-				}
-				if errs := validation.IsValidLabelValue(wall); len(errs) > 0 {
-					t.Errorf("%q is not a label value: %v", wall, errs)
-				}
-				if d, err := time.ParseDuration(wall); err != nil || d > tm.wall(tm.ForecastWindow) {
-					t.Errorf("%q: %v, or over the adapter's --forecast-window %s", wall, err, tm.wall(tm.ForecastWindow))
-				}
-				// The policy, which the report keeps, is as written.
-				if back := p.Spec.Metrics[0].Object.Metric.Selector; back.MatchLabels[catalog.ForecastWindowLabel] != tc.window && (len(back.MatchExpressions) == 0 || back.MatchExpressions[0].Values[0] != tc.window) {
-					t.Errorf("the policy's selector became %v", back)
-				}
-			}
-		})
-	}
-	// Other metrics' selectors are not the forecast's: left alone.
-	p := forecastPolicy(&metav1.LabelSelector{MatchLabels: map[string]string{catalog.ForecastWindowLabel: "2m"}})
-	p.Spec.Metrics[0].Object.Metric.Name = catalog.DemandPerReplica
-	if got := hpa(p, deploymentName, 1, 8, newTiming(15, time.Minute)).Spec.Metrics[0].Object.Metric.Selector.MatchLabels[catalog.ForecastWindowLabel]; got != "2m" {
-		t.Errorf("%s's selector window became %q", catalog.DemandPerReplica, got)
-	}
-}
-
-// TestRateFloorCompressed: the rate floor's time in system, simulated time
-// in the policy, is wall-clock time in the HPA (whole microseconds, a label
-// value the adapter parses), in matchLabels and matchExpressions, beside a
-// window converted too; one past a minute or no duration is refused, naming
-// policy and metric.
-func TestRateFloorCompressed(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		compress  float64
-		rateFloor string
-		want      string // the HPA's rate floor; empty: refused
-		err       string
-	}{
-		{"1131ms at ×15", 15, "1131ms", "75.4ms", ""},
-		{"1s at ×7: whole microseconds", 7, "1s", "142.857ms", ""},
-		{"0 stays 0", 15, "0", "0s", ""},
-		{"1.5s at ×1: unchanged", 1, "1.5s", "1.5s", ""},
-		{"past a minute", 15, "2m", "", `ratefloor "2m": want a Go duration from 0 to 1m0s in simulated time`},
-		{"not a duration", 15, "1.5", "", `ratefloor "1.5": want a Go duration`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tm := newTiming(tc.compress, time.Minute)
-			for _, sel := range []*metav1.LabelSelector{
-				{MatchLabels: map[string]string{catalog.ForecastRateFloorLabel: tc.rateFloor, catalog.ForecastWindowLabel: "5m"}},
-				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: catalog.ForecastRateFloorLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{tc.rateFloor}}}},
-			} {
-				p := forecastPolicy(sel)
-				err := checkForecastDurations(p, tm)
-				if tc.want == "" {
-					if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), `policy "fc": metric object/`+catalog.DemandForecastPerReplica) {
-						t.Errorf("%v: %v, want an error naming the policy, the metric and saying %q", sel, err, tc.err)
-					}
-					continue
-				}
-				if err != nil {
-					t.Fatalf("%v: %v", sel, err)
-				}
-				got := hpa(p, deploymentName, 1, 8, tm).Spec.Metrics[0].Object.Metric.Selector
-				var wall string
-				if got.MatchLabels != nil {
-					wall = got.MatchLabels[catalog.ForecastRateFloorLabel]
-					if w, want := got.MatchLabels[catalog.ForecastWindowLabel], tm.wall(5*time.Minute).Round(time.Millisecond).String(); w != want {
+					if w, want := got.MatchLabels[window], tm.wall(5*time.Minute).Round(time.Millisecond).String(); tc.key != window && w != want {
 						t.Errorf("the window beside it %q, want %q", w, want)
 					}
 				} else {
 					wall = got.MatchExpressions[0].Values[0]
 				}
 				if wall != tc.want {
-					t.Errorf("%v: the HPA's rate floor %q, want %q", sel, wall, tc.want)
+					t.Errorf("%v: the HPA's %s %q, want %q", sel, tc.key, wall, tc.want)
 				}
 				if errs := validation.IsValidLabelValue(wall); len(errs) > 0 {
 					t.Errorf("%q is not a label value: %v", wall, errs)
 				}
+				if d, err := time.ParseDuration(wall); err != nil || (tc.key == window && d > tm.wall(tm.ForecastWindow)) {
+					t.Errorf("%q: %v, or a window over the adapter's --forecast-window %s", wall, err, tm.wall(tm.ForecastWindow))
+				}
+				// The policy, which the report keeps, is as written.
+				if back := p.Spec.Metrics[0].Object.Metric.Selector; back.MatchLabels[tc.key] != tc.value && (len(back.MatchExpressions) == 0 || back.MatchExpressions[0].Values[0] != tc.value) {
+					t.Errorf("the policy's selector became %v", back)
+				}
 			}
 		})
+	}
+	// Other metrics' selectors are not the forecast's: left alone.
+	p := forecastPolicy(&metav1.LabelSelector{MatchLabels: map[string]string{window: "2m", rateFloor: "1s"}})
+	p.Spec.Metrics[0].Object.Metric.Name = catalog.DemandPerReplica
+	got := hpa(p, deploymentName, 1, 8, newTiming(15, time.Minute)).Spec.Metrics[0].Object.Metric.Selector.MatchLabels
+	if got[window] != "2m" || got[rateFloor] != "1s" {
+		t.Errorf("%s's selector became %v", catalog.DemandPerReplica, got)
 	}
 }
 
