@@ -65,11 +65,23 @@ type entry struct {
 type history struct {
 	key     Key
 	samples [MaxSamples]entry
-	next    int // where the next sample goes
-	n       int // samples held
-	touched time.Time
-	all     *list.Element // in Histories.lru
-	ns      *list.Element // in its namespace's lru
+	next    int32 // where the next sample goes (int32s keep a history in the 1,152-byte size class: TestBytesPerHistory)
+	n       int32 // samples held
+	// The completions rates read since the last stored sample, each over
+	// the time since the sample before it (stored or skipped): the next
+	// stored sample's completions are their time-weighted mean.
+	seen         int64         // Unix nanoseconds of the last sample seen
+	rateSeconds  float64       // Σ rate × seconds over the known rates
+	knownSeconds float64       // Σ seconds of the known rates
+	touched      int64         // Unix nanoseconds of the last use; 0: never
+	all          *list.Element // in Histories.lru
+	ns           *list.Element // in its namespace's lru
+}
+
+// idle reports whether h has not been used for longer than two windows
+// before now.
+func (h *history) idle(now time.Time, window time.Duration) bool {
+	return time.Duration(now.UnixNano()-h.touched) > 2*window
 }
 
 func (h *history) last() (entry, bool) {
@@ -144,9 +156,18 @@ func (hs *Histories) spacing() time.Duration {
 
 // Record stores s in k's history and reports whether it was stored. A
 // sample with a non-finite or negative demand, or a zero time, is refused;
-// a completions rate that is not finite and not negative is stored as
-// unknown; a sample closer than the spacing to the previous one, or older,
-// is skipped. A history idle for longer than two windows restarts empty.
+// a completions rate that is not finite and not negative is unknown; a
+// sample closer than the spacing to the previous one, or older, is skipped.
+// A history idle for longer than two windows restarts empty.
+//
+// A skipped sample's demand is dropped but not its completions rate: a
+// stored sample's completions are the time-weighted mean of the rates read
+// since the previous stored one, each over the time since the sample
+// before it, so that the completions between two stored samples count
+// however many questions came in between (the spacing is the window over
+// MaxSamples: about 14 s for 15 minutes, where the adapter may be asked
+// every second). They are unknown when the known rates cover less than
+// half of that time (a pod just turned Ready has no rate yet).
 func (hs *Histories) Record(k Key, s Sample) bool {
 	if s.At.IsZero() || math.IsNaN(s.Demand) || math.IsInf(s.Demand, 0) || s.Demand < 0 || s.Demand > math.MaxFloat32 {
 		return false
@@ -162,13 +183,27 @@ func (hs *Histories) Record(k Key, s Sample) bool {
 	if h == nil {
 		h = hs.insert(k)
 	}
-	if last, ok := h.last(); ok {
-		if d := time.Duration(s.At.UnixNano() - last.at); d < hs.spacing() {
-			hs.touch(h, s.At)
-			return false
+	at := s.At.UnixNano()
+	last, ok := h.last()
+	if ok && at > h.seen {
+		if dt := time.Duration(at - h.seen).Seconds(); !math.IsNaN(c) {
+			h.rateSeconds += c * dt
+			h.knownSeconds += dt
+		}
+		h.seen = at
+	}
+	if ok && time.Duration(at-last.at) < hs.spacing() {
+		hs.touch(h, s.At)
+		return false
+	}
+	if ok {
+		c = math.NaN()
+		if span := time.Duration(at - last.at).Seconds(); h.knownSeconds > 0 && h.knownSeconds >= span/2 {
+			c = h.rateSeconds / h.knownSeconds
 		}
 	}
-	h.add(entry{at: s.At.UnixNano(), demand: float32(s.Demand), completions: float32(c)})
+	h.add(entry{at: at, demand: float32(s.Demand), completions: float32(c)})
+	h.seen, h.rateSeconds, h.knownSeconds = at, 0, 0
 	hs.touch(h, s.At)
 	return true
 }
@@ -179,7 +214,7 @@ func (hs *Histories) Series(k Key, now time.Time) []Sample {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	h := hs.byKey[k]
-	if h == nil || now.Sub(h.touched) > 2*hs.cfg.Window {
+	if h == nil || h.idle(now, hs.cfg.Window) {
 		return nil
 	}
 	return h.series()
@@ -224,12 +259,11 @@ func (hs *Histories) insert(k Key) *history {
 // touch marks h as used at now; a history idle for two windows restarts
 // empty.
 func (hs *Histories) touch(h *history, now time.Time) {
-	if !h.touched.IsZero() && now.Sub(h.touched) > 2*hs.cfg.Window {
+	if h.touched != 0 && h.idle(now, hs.cfg.Window) {
 		h.n, h.next = 0, 0
+		h.seen, h.rateSeconds, h.knownSeconds = 0, 0, 0
 	}
-	if now.After(h.touched) {
-		h.touched = now
-	}
+	h.touched = max(h.touched, now.UnixNano())
 	hs.lru.MoveToBack(h.all)
 	hs.nsLRU[h.key.Namespace].MoveToBack(h.ns)
 }
@@ -239,7 +273,7 @@ func (hs *Histories) touch(h *history, now time.Time) {
 func (hs *Histories) dropIdle(now time.Time) {
 	for e := hs.lru.Front(); e != nil; e = hs.lru.Front() {
 		h := e.Value.(*history)
-		if now.Sub(h.touched) <= 2*hs.cfg.Window {
+		if !h.idle(now, hs.cfg.Window) {
 			return
 		}
 		hs.remove(h)

@@ -30,9 +30,18 @@ func TestRecord(t *testing.T) {
 		{"every 15 s",
 			[]Sample{{t0, 1, 1}, {t0.Add(15 * time.Second), 2, 1}, {t0.Add(30 * time.Second), 3, 2}},
 			[]bool{true, true, true}, [][2]float64{{1, 1}, {2, 1}, {3, 2}}},
-		{"closer than half a scrape interval: skipped, replaces nothing",
-			[]Sample{{t0, 1, 1}, {t0.Add(2 * time.Second), 9, 9}, {t0.Add(5 * time.Second), 3, 1}},
-			[]bool{true, false, true}, [][2]float64{{1, 1}, {3, 1}}},
+		{"closer than the spacing: skipped, its demand dropped, its rate in the next stored sample's mean",
+			[]Sample{{t0, 1, 1}, {t0.Add(2 * time.Second), 9, 9}, {t0.Add(6 * time.Second), 3, 3}},
+			[]bool{true, false, true}, [][2]float64{{1, 1}, {3, (9*2 + 3*4) / 6.0}}},
+		{"a rate unknown for less than half the interval: the known rates' mean",
+			[]Sample{{t0, 1, 1}, {t0.Add(2 * time.Second), 9, math.NaN()}, {t0.Add(6 * time.Second), 3, 3}},
+			[]bool{true, false, true}, [][2]float64{{1, 1}, {3, 3}}},
+		{"the stored sample's own rate unknown, the skipped one's known for most of the interval",
+			[]Sample{{t0, 1, 1}, {t0.Add(4 * time.Second), 9, 2}, {t0.Add(6 * time.Second), 3, math.NaN()}},
+			[]bool{true, false, true}, [][2]float64{{1, 1}, {3, 2}}},
+		{"a rate unknown for more than half the interval: unknown",
+			[]Sample{{t0, 1, 1}, {t0.Add(4 * time.Second), 9, math.NaN()}, {t0.Add(6 * time.Second), 3, 3}},
+			[]bool{true, false, true}, [][2]float64{{1, 1}, {3, math.NaN()}}},
 		{"older than the last: skipped",
 			[]Sample{{t0, 1, 1}, {t0.Add(-time.Minute), 9, 9}},
 			[]bool{true, false}, [][2]float64{{1, 1}}},
@@ -62,6 +71,47 @@ func TestRecord(t *testing.T) {
 				if math.IsInf(s.Demand, 0) || math.IsNaN(s.Demand) || math.IsInf(s.Completions, 0) {
 					t.Errorf("sample %d stores a non-finite value: %v", i, s)
 				}
+			}
+		})
+	}
+}
+
+// TestRecordCountsCompletionsBetweenStoredSamples: asked every second, a
+// 15-minute history keeps a sample about every 14 s; a 5-second burst of
+// completions between two stored samples is counted in full in the next
+// one's completions, whichever second it falls on, where the rate read at
+// the stored sample alone would miss it or count it for 14 s.
+func TestRecordCountsCompletionsBetweenStoredSamples(t *testing.T) {
+	for _, burstAt := range []int{16, 20, 26, 28} {
+		t.Run(fmt.Sprintf("burst at %d s", burstAt), func(t *testing.T) {
+			hs := NewHistories(Config{Window: 15 * time.Minute, MinSpacing: 500 * time.Millisecond, MaxWorkloads: 1})
+			const seconds = 60
+			rate := func(i int) float64 { // over the second before i
+				if i > burstAt && i <= burstAt+5 {
+					return 60
+				}
+				return 10
+			}
+			for i := 0; i <= seconds; i++ {
+				hs.Record(key("a", "w"), Sample{At: t0.Add(time.Duration(i) * time.Second), Demand: 4, Completions: rate(i)})
+			}
+			got := hs.Series(key("a", "w"), t0.Add(seconds*time.Second))
+			if len(got) < 4 || len(got) > 5 {
+				t.Fatalf("%d samples stored over %d s, want one about every 14 s: %v", len(got), seconds, got)
+			}
+			var counted float64
+			for i := 1; i < len(got); i++ {
+				counted += got[i].Completions * got[i].At.Sub(got[i-1].At).Seconds()
+			}
+			// Up to the last stored sample: the seconds after it are not
+			// counted yet.
+			end := int(got[len(got)-1].At.Sub(t0).Seconds())
+			var want float64
+			for i := 1; i <= end; i++ {
+				want += rate(i)
+			}
+			if math.Abs(counted-want) > 1e-3*want {
+				t.Errorf("the stored samples count %g completions up to %d s, want %g", counted, end, want)
 			}
 		})
 	}
