@@ -81,8 +81,12 @@ const (
 // recipe), Value fcForecastValue (the per-replica concurrency), plus the
 // per-pod queue (Pods inference_queue_size, AverageValue fcQueueTarget) as
 // the guard; the other HPA is that queue
-// metric alone. The adapter is the suite's, with the forecast's default
-// flags (a 5 m window, the horizon from the pods' own start-up time).
+// metric alone. The adapter is the suite's: the forecast's default method
+// and horizon (the pods' own start-up time), its windows 1m
+// (framework.AdapterArgs: the suite's time runs about 15 times faster, and
+// 64 samples over the default 15m are 14 s apart, longer than a burst: on
+// CI the samples kept missed the first burst's busiest seconds and auto
+// read B 0.077 at the second).
 //
 // Why staffing, and auto's choice of it. Between bursts the demand is the
 // baseline and the gaps are longer than the scale-down window, so only an estimate that remembers how
@@ -93,7 +97,7 @@ const (
 // baseline's 2 replicas before the next burst, as the queue does (0 on 2
 // replicas, so the queue-only HPA falls to 1 and climbs back to 2).
 // Staffing adds the headroom z·√(I·D) to the demand D, with I the index of
-// dispersion of the arrivals over the window (5 m by default), which the
+// dispersion of the arrivals over the window (1m here), which the
 // bursts raise. The burst is sized so that the headroom of Poisson arrivals
 // (I = 1) is not enough: at the baseline, 8 + 1.645·√8 ≈ 12.7 requests ask
 // for 4 replicas, not the 5 a burst needs; only I > 3 (8 + 1.645·√(8·I) >

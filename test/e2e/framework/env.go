@@ -53,6 +53,11 @@ func AdapterArgs() []string {
 		// The forecast's method choices (auto) and fallbacks, logged at
 		// -v=4 in forecast.go only: tests read them from the log.
 		"--vmodule=forecast=4",
+		// The forecast's windows shortened as the suite shortens time (the
+		// HPA syncs every 1 s, not 15 s): a history keeps 64 samples over
+		// the longer window, about one a second over 1m where 15m keeps one
+		// every 14 s, coarser than TestForecastAheadOfBursts' 12 s bursts.
+		"--forecast-window=1m", "--forecast-floor-window=1m",
 		// The gpu-agent DaemonSet's namespace: the only one whose agents are believed.
 		"--gpu-agent-namespace=" + AdapterNamespace,
 		// Nothing is behind a load balancer here: stop at once.
