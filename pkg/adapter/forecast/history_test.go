@@ -262,3 +262,20 @@ func bytesPerHistory(n int) float64 {
 	runtime.KeepAlive(hs)
 	return float64(after.HeapAlloc-before.HeapAlloc) / float64(held)
 }
+
+// BenchmarkRecord: one question about a workload, asked every second
+// (most skipped: a 15m history keeps one every 14 s) and every 15 s (each
+// kept, as the HPA asks by default).
+func BenchmarkRecord(b *testing.B) {
+	for _, every := range []time.Duration{time.Second, 15 * time.Second} {
+		b.Run("every "+every.String(), func(b *testing.B) {
+			hs := NewHistories(Config{Window: 15 * time.Minute, MinSpacing: 500 * time.Millisecond, MaxWorkloads: 1})
+			k := key("a", "w")
+			at := t0
+			for i := range b.N {
+				at = at.Add(every)
+				hs.Record(k, Sample{At: at, Demand: float64(i % 7), Completions: float64(i % 5)})
+			}
+		})
+	}
+}
