@@ -72,6 +72,16 @@ func startFrontEnd(endpoints func() []string, pick string) (*frontEnd, error) {
 			http.Error(w, "front end: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
+		// With full duplex the handler must also finish the request body
+		// itself. The reverse proxy never reads the body of a request it
+		// could not forward (a pod being stopped refuses it); the server
+		// would then read the rest only after the handler returned, and the
+		// end of the body would start the connection's background read
+		// after the server stopped it: the next read of the connection
+		// panics ("invalid concurrent Body.Read call", golang/go#68560) and
+		// the client's keep-alive connection is dropped. Closing it here
+		// reads what is left (nothing once the request was forwarded).
+		defer func() { _ = r.Body.Close() }()
 		ep, ok := f.choose()
 		if !ok {
 			http.Error(w, "front end: no Ready endpoints", http.StatusServiceUnavailable)

@@ -130,3 +130,67 @@ func TestFrontEndStreamsWhileForwardingTheBody(t *testing.T) {
 		t.Fatal("the pod never finished reading the body")
 	}
 }
+
+// TestFrontEndKeepsTheConnectionWhenItCannotForward is the regression
+// test of the front end's "invalid concurrent Body.Read call" panics, each
+// when a pod being stopped refused the forwarded request
+// (golang/go#68560). The reverse proxy never reads the body of a request
+// it could not forward; with full duplex on, Go's server then reads the
+// rest of it only after the handler returned, and the end of the body
+// starts the connection's background read after the server stopped it: the
+// next read of the connection panics and the connection is dropped. Here
+// two requests with a body go over one keep-alive connection to a front
+// end that cannot forward them (its pod refuses connections, or it has no
+// Ready pod): both must get their error status on that connection.
+func TestFrontEndKeepsTheConnectionWhenItCannotForward(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	deadURL := "http://" + dead.Addr().String()
+	_ = dead.Close() // nothing listens there now: connections are refused
+
+	for _, tc := range []struct {
+		name      string
+		endpoints []string
+		want      int
+	}{
+		{name: "pod refuses", endpoints: []string{deadURL}, want: http.StatusBadGateway},
+		{name: "no Ready pod", endpoints: nil, want: http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe, err := startFrontEnd(func() []string { return tc.endpoints }, pickLeastLoaded)
+			if err != nil {
+				t.Fatalf("start front end: %v", err)
+			}
+			t.Cleanup(func() { _ = fe.Close() })
+
+			conn, err := net.DialTimeout("tcp", strings.TrimPrefix(fe.URL, "http://"), 5*time.Second)
+			if err != nil {
+				t.Fatalf("dial front end: %v", err)
+			}
+			defer conn.Close()
+			// Bounds a hang (the failure), not a latency: a passing run takes milliseconds.
+			if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			body := `{"model":"m","prompt":"hello","max_tokens":4,"stream":true}`
+			request := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: front-end\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			responses := bufio.NewReader(conn)
+			for i := 1; i <= 2; i++ {
+				if _, err := io.WriteString(conn, request); err != nil {
+					t.Fatalf("request %d: send: %v", i, err)
+				}
+				resp, err := http.ReadResponse(responses, nil)
+				if err != nil {
+					t.Fatalf("request %d: %v (the front end dropped the keep-alive connection after a request it could not forward)", i, err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != tc.want {
+					t.Fatalf("request %d: status %d, want %d", i, resp.StatusCode, tc.want)
+				}
+			}
+		})
+	}
+}
