@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -55,6 +56,9 @@ type options struct {
 	probeFile   string
 	merge       []string
 	sideBySide  int
+	maxInFlight int // 0: from the open-file limit
+	// openFiles returns the process's open-file limit (ulimit -n).
+	openFiles func() (uint64, error)
 }
 
 func newOptions() *options {
@@ -72,6 +76,7 @@ func newOptions() *options {
 		out:         "shootout-out",
 		repeats:     3,
 		sideBySide:  1,
+		openFiles:   openFileLimit,
 	}
 }
 
@@ -84,6 +89,7 @@ func (o *options) flags() cliflag.NamedFlagSets {
 	fs.StringSliceVar(&o.traces, "trace", o.traces, "Trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), comma-separated or repeated, each replayed --repeats times per policy.")
 	fs.DurationVar(&o.duration, "duration", o.duration, "Replay only the first part of each trace, in simulated time (0: all of it).")
 	fs.Float64Var(&o.rateScale, "rate-scale", o.rateScale, "Multiply the trace's arrival rate (divide its inter-arrival gaps) by this; lengths are kept.")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, fmt.Sprintf("Most requests of one replay open at once; an arrival beyond them is not sent and counts as a failed request (dropped, in the report) at the time it was due: behind that many it would miss the SLO. 0: as many as the open-file limit (ulimit -n) allows: what is left after %d files kept back, shared by the --side-by-side slots, ÷ %d (each open request holds three connections in this process, the replay client's and the front end's two, and the front end may keep one more idle to a pod for reuse).", reservedFiles, filesPerRequest))
 
 	fs = fss.FlagSet("Policies")
 	fs.StringVar(&o.policies, "policies", o.policies, "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, recipe, recipe-signal, fixed-peak, all, or none; or your own: NAME=fixed:N, NAME=oracle:CAPACITY[@lag=D][@hold=D] (clairvoyant: each minute's arrivals of the trace ÷ CAPACITY requests per second per replica, started a cold start and an HPA sync ahead, each change made D later, each minute's count held D after it; a reference that peeks at the trace), or NAME=[KIND/]METRIC:TARGET[+[KIND/]METRIC:TARGET...][@up-window=D][@down-window=D][@min=N], an HPA on every METRIC the adapter serves (KIND pods: per-pod averageValue, the default; object or object-avg: on the Deployment, Value or AverageValue, the default for inference_demand_per_replica and inference_demand_forecast_per_replica; external or external-avg: over the fleet's pods), its stabilization windows in simulated time, e.g. queue-1=inference_queue_size:1, demand-3=inference_demand_per_replica:3, q-gpu=inference_queue_size:3+gpu_utilization:0.6@down-window=2m.")
@@ -157,7 +163,7 @@ func (o *options) config(getenv func(string) string) (config, error) {
 		binDir: getenv(envBin), traces: o.traces, compress: o.compress, coldStart: o.coldStart, duration: o.duration,
 		warmup: o.warmup, rateScale: o.rateScale, slo: o.slo, minReplicas: o.minReplicas, maxReplicas: o.maxReplicas,
 		pick: o.pick, out: o.out, model: p.Model, maxNumSeqs: p.MaxNumSeqs, maxModelLen: p.MaxModelLen,
-		maxInFlight: 20000, requestTimeout: 30 * time.Minute, render: o.render, capacitySLO: o.capacitySLO,
+		requestTimeout: 30 * time.Minute, render: o.render, capacitySLO: o.capacitySLO,
 		repeats: o.repeats, seed: o.seed, merge: o.merge, sideBySide: o.sideBySide,
 	}
 	if cfg.capacitySLO == "" {
@@ -192,6 +198,9 @@ func (o *options) config(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("--side-by-side must be 1 to %d, got %d", maxSideBySide, cfg.sideBySide))
 	} else if cfg.sideBySide > 1 && cfg.render {
 		errs = append(errs, errors.New("--side-by-side runs policies: it does not go with --render"))
+	}
+	if err := o.setMaxInFlight(&cfg); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
@@ -254,4 +263,61 @@ func (o *options) config(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("--warmup must be at least 0 and shorter than --duration, got %s (duration %s)", cfg.warmup, cfg.duration))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// Open files of the shootout process: those kept back for everything but
+// the replays (control-plane clients, the sampler, logs, reports), and
+// those each open request may need: three it holds (the replay client's
+// connection, and the front end's from the client and to the pod) and one
+// the front end may keep idle to a pod for reuse (it keeps up to
+// --max-in-flight ÷ --max-replicas per pod).
+const (
+	reservedFiles   = 1024
+	filesPerRequest = 4
+)
+
+// setMaxInFlight sets cfg.maxInFlight from --max-in-flight, or from the
+// open-file limit when it is 0, and checks that the limit allows it: a
+// replay past it fails to connect ("too many open files") and so does
+// everything else in the process.
+func (o *options) setMaxInFlight(cfg *config) error {
+	if o.maxInFlight < 0 {
+		return fmt.Errorf("--max-in-flight must be at least 0, got %d", o.maxInFlight)
+	}
+	files, err := o.openFiles()
+	if err != nil {
+		return fmt.Errorf("--max-in-flight: reading the open-file limit: %w", err)
+	}
+	slots := max(cfg.sideBySide, 1)
+	limit := inFlightLimit(files, slots)
+	switch {
+	case limit < max(cfg.maxReplicas, 1):
+		return fmt.Errorf("the open-file limit (ulimit -n) is %d: too low for %d replay(s) side by side; raise it", files, slots)
+	case o.maxInFlight == 0:
+		cfg.maxInFlight = limit
+	case o.maxInFlight > limit:
+		return fmt.Errorf("--max-in-flight %d needs more open files than the limit (ulimit -n) %d allows: at most %d here; raise the limit or lower --max-in-flight", o.maxInFlight, files, limit)
+	default:
+		cfg.maxInFlight = o.maxInFlight
+	}
+	return nil
+}
+
+// inFlightLimit is the most requests one replay may hold open when slots
+// replays share the open-file limit files.
+func inFlightLimit(files uint64, slots int) int {
+	if files <= reservedFiles {
+		return 0
+	}
+	return int((files - reservedFiles) / uint64(slots) / filesPerRequest)
+}
+
+// openFileLimit returns the process's soft open-file limit, which Go raises
+// to the hard limit at start.
+func openFileLimit() (uint64, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, err
+	}
+	return rl.Cur, nil
 }

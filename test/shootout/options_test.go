@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -126,6 +127,47 @@ func TestRepeatableFlags(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"a.json", "b.json", "c.json"}, cfg.merge); diff != "" {
 		t.Errorf("merge (-want +got):\n%s", diff)
+	}
+}
+
+// TestMaxInFlight: --max-in-flight 0 takes what the open-file limit
+// allows (four files per open request after the reserve, shared by the
+// side-by-side slots); a larger value than the limit allows, a negative
+// one or a limit too low for one request per replica is a clear error.
+func TestMaxInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		flag       int
+		files      uint64
+		filesErr   error
+		sideBySide int
+		want       int
+		wantErr    string
+	}{
+		{name: "from the limit", files: 20000, sideBySide: 1, want: (20000 - 1024) / 4},
+		{name: "from the limit, four slots", files: 20000, sideBySide: 4, want: (20000 - 1024) / 4 / 4},
+		{name: "given, within the limit", flag: 1000, files: 20000, sideBySide: 1, want: 1000},
+		{name: "given, past the limit", flag: 5000, files: 20000, sideBySide: 1, wantErr: "--max-in-flight 5000 needs more open files than the limit (ulimit -n) 20000 allows: at most 4744 here"},
+		{name: "negative", flag: -1, files: 20000, sideBySide: 1, wantErr: "--max-in-flight must be at least 0"},
+		{name: "limit too low", files: 1024 + 4*7, sideBySide: 1, wantErr: "the open-file limit (ulimit -n) is 1052: too low"},
+		{name: "limit unknown", filesErr: errors.New("boom"), sideBySide: 1, wantErr: "reading the open-file limit: boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOptions()
+			o.maxInFlight = tc.flag
+			o.openFiles = func() (uint64, error) { return tc.files, tc.filesErr }
+			cfg := config{sideBySide: tc.sideBySide, maxReplicas: 8}
+			err := o.setMaxInFlight(&cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || cfg.maxInFlight != tc.want {
+				t.Fatalf("max in flight %d, %v; want %d", cfg.maxInFlight, err, tc.want)
+			}
+		})
 	}
 }
 

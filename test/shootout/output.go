@@ -157,7 +157,10 @@ func (r *report) markdown() string {
 			burst = fmt.Sprintf("none (0 of %d bursts)", s.Bursts)
 		}
 		failed := fmt.Sprint(s.Failed)
-		if s.Refused > 0 {
+		switch {
+		case s.Dropped > 0:
+			failed = fmt.Sprintf("%d (%d refused, %d of them dropped)", s.Failed, s.Refused, s.Dropped)
+		case s.Refused > 0:
 			failed = fmt.Sprintf("%d (%d refused)", s.Failed, s.Refused)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f%% | %.2f | %.1f%% | %.1f%% / %.1f%% | %s | %.2f | %.2f / %.2f / %.2f | %.0f / %.0f / %.0f | %.2f | %.0f | %.2f (%.2f) | %d | %d | %s |\n",

@@ -42,9 +42,15 @@ type frontEnd struct {
 	next     int
 }
 
+// maxIdlePerPod is the most idle connections the front end keeps to one
+// pod for the next requests.
+const maxIdlePerPod = 512
+
 type backendKey struct{}
 
-func startFrontEnd(endpoints func() []string, pick string) (*frontEnd, error) {
+// startFrontEnd starts a front end over endpoints that keeps up to
+// idlePerPod idle connections to each (at least 1, at most maxIdlePerPod).
+func startFrontEnd(endpoints func() []string, pick string, idlePerPod int) (*frontEnd, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("front end: listen: %w", err)
@@ -52,7 +58,7 @@ func startFrontEnd(endpoints func() []string, pick string) (*frontEnd, error) {
 	f := &frontEnd{URL: "http://" + l.Addr().String(), endpoints: endpoints, pick: pick, inFlight: map[string]int{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(r.In.Context().Value(backendKey{}).(*url.URL)) },
-		Transport:     &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true},
+		Transport:     &http.Transport{MaxIdleConnsPerHost: min(max(idlePerPod, 1), maxIdlePerPod), DisableCompression: true},
 		FlushInterval: -1,
 		ErrorLog:      log.New(klogWriter{}, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {

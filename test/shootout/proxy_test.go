@@ -62,7 +62,7 @@ func TestFrontEndStreamsWhileForwardingTheBody(t *testing.T) {
 	go func() { _ = pod.Serve(ln) }()
 	t.Cleanup(func() { _ = pod.Close() })
 
-	fe, err := startFrontEnd(func() []string { return []string{"http://" + ln.Addr().String()} }, pickLeastLoaded)
+	fe, err := startFrontEnd(func() []string { return []string{"http://" + ln.Addr().String()} }, pickLeastLoaded, maxIdlePerPod)
 	if err != nil {
 		t.Fatalf("start front end: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestFrontEndKeepsTheConnectionWhenItCannotForward(t *testing.T) {
 		{name: "no Ready pod", endpoints: nil, want: http.StatusServiceUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fe, err := startFrontEnd(func() []string { return tc.endpoints }, pickLeastLoaded)
+			fe, err := startFrontEnd(func() []string { return tc.endpoints }, pickLeastLoaded, maxIdlePerPod)
 			if err != nil {
 				t.Fatalf("start front end: %v", err)
 			}

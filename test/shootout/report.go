@@ -6,6 +6,7 @@ package main
 import (
 	"math"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,15 @@ type Record struct {
 	// Err is set when the request failed (refused, cut off, no [DONE]).
 	Err string `json:"err,omitempty"`
 }
+
+// errDropped is the error of an arrival the replay did not send because
+// --max-in-flight requests were open; reports before that flag have
+// "dropped: too many requests in flight".
+const errDropped = "dropped: --max-in-flight requests were open"
+
+// Dropped reports whether the replay did not send the request because
+// too many were open.
+func (r Record) Dropped() bool { return strings.HasPrefix(r.Err, "dropped: ") }
 
 // Failed reports whether the request did not complete.
 func (r Record) Failed() bool { return r.Err != "" || r.Tokens < r.OutputTokens }
@@ -151,6 +161,9 @@ type Summary struct {
 	// request sent to a pod that a scale-down is stopping, or with no Ready
 	// pod); the others were cut during their stream.
 	Refused int `json:"refused"`
+	// Dropped counts the refused requests the replay did not send because
+	// --max-in-flight requests were open.
+	Dropped int `json:"dropped,omitempty"`
 	Good    int `json:"good"`
 	// Attainment is Good / Requests.
 	Attainment float64 `json:"attainment"`
@@ -226,6 +239,9 @@ func summarize(policy, trace string, sc scoring, recs []Record, samples []Sample
 			s.Failed++
 			if r.Tokens == 0 {
 				s.Refused++
+			}
+			if r.Dropped() {
+				s.Dropped++
 			}
 			continue
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
@@ -123,22 +125,52 @@ func TestSummarize(t *testing.T) {
 func TestSummarizeFailures(t *testing.T) {
 	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
 	for _, tc := range []struct {
-		name                string
-		rec                 Record
-		wantFailed, refused int
+		name                         string
+		rec                          Record
+		wantFailed, refused, dropped int
 	}{
 		{name: "completed", rec: Record{OutputTokens: 3, Tokens: 3, TTFT: ms, E2E: 3 * ms}},
 		{name: "refused by a stopping pod", rec: Record{OutputTokens: 3, Err: "status 502: front end: read: connection reset by peer"}, wantFailed: 1, refused: 1},
 		{name: "no Ready pod", rec: Record{OutputTokens: 3, Err: "status 503: front end: no Ready endpoints"}, wantFailed: 1, refused: 1},
 		{name: "cut during the stream", rec: Record{OutputTokens: 3, Tokens: 2, TTFT: ms, E2E: 2 * ms, Err: "reading stream: unexpected EOF"}, wantFailed: 1},
 		{name: "short without an error", rec: Record{OutputTokens: 3, Tokens: 2, TTFT: ms, E2E: 2 * ms}, wantFailed: 1},
+		{name: "dropped at the in-flight cap", rec: Record{OutputTokens: 3, Err: errDropped}, wantFailed: 1, refused: 1, dropped: 1},
+		{name: "dropped, in a report before --max-in-flight", rec: Record{OutputTokens: 3, Err: "dropped: too many requests in flight"}, wantFailed: 1, refused: 1, dropped: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := summarize("p", "tr", scoring{SLO: slo}, []Record{tc.rec}, nil)
-			if s.Failed != tc.wantFailed || s.Refused != tc.refused {
-				t.Errorf("failed %d, refused %d; want %d and %d", s.Failed, s.Refused, tc.wantFailed, tc.refused)
+			if s.Failed != tc.wantFailed || s.Refused != tc.refused || s.Dropped != tc.dropped {
+				t.Errorf("failed %d, refused %d, dropped %d; want %d, %d and %d", s.Failed, s.Refused, s.Dropped, tc.wantFailed, tc.refused, tc.dropped)
 			}
 		})
+	}
+}
+
+// TestRecordsScoreDropsWhereTheyArrived: an arrival dropped at the
+// in-flight cap becomes a failed record at the time it was due, with its
+// lengths, among the requests sent; so a drop after the warm-up counts
+// against the headline attainment, not the warm-up's.
+func TestRecordsScoreDropsWhereTheyArrived(t *testing.T) {
+	rep := &loadgen.Report{
+		Results: []loadgen.Result{
+			{Sent: time.Minute, PromptTokens: 100, MaxTokens: 2, Tokens: 2, TTFT: 100 * ms, E2E: 150 * ms},
+			{Sent: 20 * time.Minute, PromptTokens: 200, MaxTokens: 2, Tokens: 2, TTFT: 100 * ms, E2E: 150 * ms},
+		},
+		Dropped: 1,
+		Drops:   []loadgen.Drop{{At: 15 * time.Minute, PromptTokens: 300, MaxTokens: 4}},
+	}
+	got := records(rep)
+	want := []Record{
+		{Sent: time.Minute, PromptTokens: 100, OutputTokens: 2, Tokens: 2, TTFT: 100 * ms, E2E: 150 * ms},
+		{Sent: 15 * time.Minute, PromptTokens: 300, OutputTokens: 4, Err: errDropped},
+		{Sent: 20 * time.Minute, PromptTokens: 200, OutputTokens: 2, Tokens: 2, TTFT: 100 * ms, E2E: 150 * ms},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("records (-want +got):\n%s", diff)
+	}
+	s := summarize("p", "tr", scoring{SLO: SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}, Warmup: 10 * time.Minute}, got, nil)
+	if s.Dropped != 1 || s.AfterWarmup.Requests != 2 || s.AfterWarmup.Good != 1 {
+		t.Errorf("dropped %d, after the warm-up %d requests and %d good; want 1, 2 and 1", s.Dropped, s.AfterWarmup.Requests, s.AfterWarmup.Good)
 	}
 }
 

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -305,7 +307,7 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 		}
 	}
 	selector := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
-	fe, err := startFrontEnd(func() []string { return e.kubelet.Endpoints(ns, selector) }, cfg.pick)
+	fe, err := startFrontEnd(func() []string { return e.kubelet.Endpoints(ns, selector) }, cfg.pick, cfg.maxInFlight/cfg.maxReplicas)
 	if err != nil {
 		return res, err
 	}
@@ -340,17 +342,26 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 		return res, scheduleErr
 	}
 	res.Samples = samples
+	res.Records = records(rep)
+	return res, lerr
+}
+
+// records are the replay's requests in the order they were sent or due:
+// those sent, and those dropped at the in-flight cap, failed.
+func records(rep *loadgen.Report) []Record {
+	out := make([]Record, 0, len(rep.Results)+len(rep.Drops))
 	for _, r := range rep.Results {
 		rec := Record{Sent: r.Sent, PromptTokens: r.PromptTokens, OutputTokens: r.MaxTokens, Tokens: r.Tokens, TTFT: r.TTFT, E2E: r.E2E}
 		if r.Err != nil {
 			rec.Err = r.Err.Error()
 		}
-		res.Records = append(res.Records, rec)
+		out = append(out, rec)
 	}
-	for range rep.Dropped {
-		res.Records = append(res.Records, Record{Err: "dropped: too many requests in flight"})
+	for _, d := range rep.Drops {
+		out = append(out, Record{Sent: d.At, PromptTokens: d.PromptTokens, OutputTokens: d.MaxTokens, Err: errDropped})
 	}
-	return res, lerr
+	slices.SortStableFunc(out, func(a, b Record) int { return cmp.Compare(a.Sent, b.Sent) })
+	return out
 }
 
 // podSignalNames are the pod signals sampled per pod, in PodSample's order.

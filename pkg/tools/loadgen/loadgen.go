@@ -164,8 +164,19 @@ type Report struct {
 	Results []Result
 	// Dropped counts arrivals not sent because MaxInFlight requests were open.
 	Dropped int
+	// Drops are those arrivals, in the order they were due.
+	Drops []Drop
 	// Wall is the run's wall-clock length.
 	Wall time.Duration
+}
+
+// Drop is an arrival not sent because MaxInFlight requests were open.
+type Drop struct {
+	// At is when it was due, since the start of the run, in the target's
+	// time (as Result.Sent).
+	At           time.Duration
+	PromptTokens int
+	MaxTokens    int
 }
 
 // arrival is one planned request.
@@ -250,6 +261,7 @@ loop:
 		case sem <- struct{}{}:
 		default:
 			rep.Dropped++
+			rep.Drops = append(rep.Drops, Drop{At: scale(a.at, cfg.TimeScale), PromptTokens: a.prompt, MaxTokens: a.output})
 			continue
 		}
 		wg.Add(1)

@@ -149,6 +149,52 @@ func TestRunRecordsFailuresAndTokens(t *testing.T) {
 	}
 }
 
+// TestRunRecordsDrops: arrivals beyond MaxInFlight are not sent; each is
+// recorded with the time it was due (in the target's time) and its lengths,
+// so that a report can score it where it arrived.
+func TestRunRecordsDrops(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // hold every request until all arrivals are due
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n"))
+	}))
+	defer srv.Close()
+	trace := []TraceRequest{
+		{At: 0, PromptTokens: 10, OutputTokens: 1},
+		{At: 20 * time.Millisecond, PromptTokens: 11, OutputTokens: 1},
+		{At: 40 * time.Millisecond, PromptTokens: 12, OutputTokens: 2},
+		{At: 60 * time.Millisecond, PromptTokens: 13, OutputTokens: 3},
+	}
+	const timeScale = 2 // the wall clock runs at half the target's time
+	go func() {
+		time.Sleep(trace[len(trace)-1].At/timeScale + 100*time.Millisecond)
+		close(release)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Config{URL: srv.URL, Model: "m", Endpoint: EndpointCompletions, Trace: trace,
+		TimeScale: timeScale, MaxInFlight: 2, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := []Drop{{At: 40 * time.Millisecond, PromptTokens: 12, MaxTokens: 2}, {At: 60 * time.Millisecond, PromptTokens: 13, MaxTokens: 3}}
+	if rep.Dropped != len(want) || len(rep.Drops) != len(want) {
+		t.Fatalf("Dropped %d, Drops %+v; want %d drops", rep.Dropped, rep.Drops, len(want))
+	}
+	for i, d := range rep.Drops {
+		if d != want[i] {
+			t.Errorf("drop %d: %+v, want %+v", i, d, want[i])
+		}
+	}
+	if len(rep.Results) != 2 {
+		t.Errorf("%d results, want the 2 requests sent", len(rep.Results))
+	}
+}
+
 // TestRunSendsPromptMix: with Config.Prompts every request carries one of
 // the given texts and its max_tokens, for both endpoints.
 func TestRunSendsPromptMix(t *testing.T) {
