@@ -199,8 +199,10 @@ func (o *options) config(getenv func(string) string) (config, error) {
 	} else if cfg.sideBySide > 1 && cfg.render {
 		errs = append(errs, errors.New("--side-by-side runs policies: it does not go with --render"))
 	}
-	if err := o.setMaxInFlight(&cfg); err != nil {
-		errs = append(errs, err)
+	if !cfg.render { // a render replays nothing
+		if err := o.setMaxInFlight(&cfg); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())

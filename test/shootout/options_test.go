@@ -171,6 +171,17 @@ func TestMaxInFlight(t *testing.T) {
 	}
 }
 
+// TestRenderNeedsNoFileLimit: --render replays nothing, so the open-file
+// limit is not read and cannot fail it.
+func TestRenderNeedsNoFileLimit(t *testing.T) {
+	o := newOptions()
+	o.render = true
+	o.openFiles = func() (uint64, error) { return 0, errors.New("boom") }
+	if _, err := o.config(func(string) string { return "" }); err != nil {
+		t.Fatalf("--render: %v", err)
+	}
+}
+
 // shootoutFlagsRE finds the flags of `make shootout SHOOTOUT_FLAGS="..."`
 // and of `go run ./test/shootout ...` on a shell line.
 var (
