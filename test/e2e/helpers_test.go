@@ -274,7 +274,7 @@ func summary(r *loadgen.Report) string {
 		}
 	}
 	s := fmt.Sprintf("%d requests sent, %d failed, %d arrivals dropped at the in-flight cap, %s",
-		len(r.Results), failed, r.Dropped, r.Wall.Round(100*time.Millisecond))
+		len(r.Results), failed, len(r.Drops), r.Wall.Round(100*time.Millisecond))
 	if first != nil {
 		s += fmt.Sprintf(" (first failure: %v)", first)
 	}

@@ -156,8 +156,7 @@ func TestRecordsScoreDropsWhereTheyArrived(t *testing.T) {
 			{Sent: time.Minute, PromptTokens: 100, MaxTokens: 2, Tokens: 2, TTFT: 100 * ms, E2E: 150 * ms},
 			{Sent: 20 * time.Minute, PromptTokens: 200, MaxTokens: 2, Tokens: 2, TTFT: 100 * ms, E2E: 150 * ms},
 		},
-		Dropped: 1,
-		Drops:   []loadgen.Drop{{At: 15 * time.Minute, PromptTokens: 300, MaxTokens: 4}},
+		Drops: []loadgen.Drop{{At: 15 * time.Minute, PromptTokens: 300, MaxTokens: 4}},
 	}
 	got := records(rep)
 	want := []Record{

@@ -189,7 +189,7 @@ func runStep(ctx context.Context, cfg Config, client *http.Client, i int, rate f
 		klog.InfoS("No /metrics sample in the step's window", "url", cfg.MetricsURL, "step", i, "failures", in.Server.Failures)
 	}
 	if rep != nil {
-		in.Results, in.Dropped = rep.Results, rep.Dropped
+		in.Results, in.Dropped = rep.Results, len(rep.Drops)
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -162,9 +162,8 @@ type Result struct {
 // Report is the outcome of a run.
 type Report struct {
 	Results []Result
-	// Dropped counts arrivals not sent because MaxInFlight requests were open.
-	Dropped int
-	// Drops are those arrivals, in the order they were due.
+	// Drops are the arrivals not sent because MaxInFlight requests were
+	// open, in the order they were due.
 	Drops []Drop
 	// Wall is the run's wall-clock length.
 	Wall time.Duration
@@ -260,7 +259,6 @@ loop:
 		select {
 		case sem <- struct{}{}:
 		default:
-			rep.Dropped++
 			rep.Drops = append(rep.Drops, Drop{At: scale(a.at, cfg.TimeScale), PromptTokens: a.prompt, MaxTokens: a.output})
 			continue
 		}

@@ -27,7 +27,7 @@ type Summary struct {
 
 // Summarize computes percentiles over the completed requests of rep.
 func Summarize(rep *Report) Summary {
-	s := Summary{Sent: len(rep.Results), Dropped: rep.Dropped}
+	s := Summary{Sent: len(rep.Results), Dropped: len(rep.Drops)}
 	var ttft, itl, e2e []time.Duration
 	for _, r := range rep.Results {
 		s.Tokens += r.Tokens
