@@ -344,7 +344,8 @@ items:
 }
 
 // TestParseFlagsPolicySources: -policies defaults to none beside
-// --policy-file or --sweep; names are unique across the sources.
+// --policy-file or --sweep; --policy-file is repeatable, every file read in
+// order; names are unique across the sources and the files.
 func TestParseFlagsPolicySources(t *testing.T) {
 	getenv := func(string) string { return "/bin" }
 	dir := t.TempDir()
@@ -355,6 +356,17 @@ func TestParseFlagsPolicySources(t *testing.T) {
 	cfg, err := parseArgs([]string{"--policy-file", file}, getenv)
 	if err != nil || len(cfg.pols) != 1 || cfg.pols[0].Name != "queue-3" {
 		t.Errorf("--policy-file alone: %+v (%v), want its one policy", cfg.pols, err)
+	}
+	other := filepath.Join(dir, "q.yaml")
+	if err := os.WriteFile(other, []byte("policies:\n- name: queue-1\n  spec: {metrics: [{type: Pods, pods: {metric: {name: inference_queue_size}, target: {type: AverageValue, averageValue: '1'}}}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = parseArgs([]string{"--policy-file", file, "--policy-file", other}, getenv)
+	if err != nil || len(cfg.pols) != 2 || cfg.pols[0].Name != "queue-3" || cfg.pols[1].Name != "queue-1" {
+		t.Errorf("--policy-file twice: %+v (%v), want both files' policies, in order", cfg.pols, err)
+	}
+	if _, err := parseArgs([]string{"--policy-file", file, "--policy-file", file}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
+		t.Errorf("one file given twice: %v, want its names refused as named twice", err)
 	}
 	if _, err := parseArgs([]string{"--policy-file", file, "--policies", "gpu-80,queue-3"}, getenv); err == nil || !strings.Contains(err.Error(), `"queue-3" is named twice`) {
 		t.Errorf("a name in -policies and the file: %v, want it refused", err)

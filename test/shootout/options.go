@@ -51,7 +51,7 @@ type options struct {
 	render      bool
 	repeats     int
 	seed        uint64
-	policyFile  string
+	policyFiles []string
 	sweeps      []string
 	probeFile   string
 	merge       []string
@@ -93,7 +93,7 @@ func (o *options) flags() cliflag.NamedFlagSets {
 
 	fs = fss.FlagSet("Policies")
 	fs.StringVar(&o.policies, "policies", o.policies, "Comma-separated policies to run, in order: gpu-80, gpu-60, queue-3, batch-90pct, kv-80, capacity, recipe, recipe-signal, fixed-peak, all, or none; or your own: NAME=fixed:N, NAME=oracle:CAPACITY[@lag=D][@hold=D] (clairvoyant: each minute's arrivals of the trace ÷ CAPACITY requests per second per replica, started a cold start and an HPA sync ahead, each change made D later, each minute's count held D after it; a reference that peeks at the trace), or NAME=[KIND/]METRIC:TARGET[+[KIND/]METRIC:TARGET...][@up-window=D][@down-window=D][@min=N], an HPA on every METRIC the adapter serves (KIND pods: per-pod averageValue, the default; object or object-avg: on the Deployment, Value or AverageValue, the default for inference_demand_per_replica and inference_demand_forecast_per_replica; external or external-avg: over the fleet's pods), its stabilization windows in simulated time, e.g. queue-1=inference_queue_size:1, demand-3=inference_demand_per_replica:3, q-gpu=inference_queue_size:3+gpu_utilization:0.6@down-window=2m.")
-	fs.StringVar(&o.policyFile, "policy-file", o.policyFile, "File of policies (JSON or YAML): {\"policies\": [{\"name\": N, \"why\": W, \"spec\": autoscalingv2 HorizontalPodAutoscalerSpec}]} with times in simulated seconds, a shootout report <trace>.json (its policies), or a HorizontalPodAutoscaler or List of them. Run after --policies (which then defaults to none).")
+	fs.StringArrayVar(&o.policyFiles, "policy-file", o.policyFiles, "File of policies (JSON or YAML): {\"policies\": [{\"name\": N, \"why\": W, \"spec\": autoscalingv2 HorizontalPodAutoscalerSpec}]} with times in simulated seconds, a shootout report <trace>.json (its policies), or a HorizontalPodAutoscaler or List of them. Repeatable: every file's policies run, in the order given. Run after --policies (which then defaults to none).")
 	fs.StringArrayVar(&o.sweeps, "sweep", o.sweeps, "FAMILY=T1,T2,T3,T4[,probe]: one policy per target of a signal family ("+joinFamilies()+"), at least 4 targets; probe adds the target derived from the capacity probe (--probe-file, or the probe run on the trace). Repeatable; run after --policies (which then defaults to none).")
 	fs.StringVar(&o.probeFile, "probe-file", o.probeFile, "A recorded capacity probe for the probe-derived targets of --sweep: a shootout report <trace>.json with its capacity, or a capacity --json report. Without it the probe runs on each trace.")
 	fs.StringVar(&o.capacitySLO, "capacity-slo", o.capacitySLO, "SLO of the capacity probe that sets the capacity policy's metric and target, in capacity's --slo form (empty: ttft:p90<=<--slo-ttft>,itl:p90<=<--slo-tpot>,errors<=0.1%).")
@@ -211,7 +211,7 @@ func (o *options) config(getenv func(string) string) (config, error) {
 		errs = append(errs, errors.New("--merge needs --render"))
 	}
 	policies := o.policies
-	if (o.policyFile != "" || len(o.sweeps) > 0) && !o.policiesSet {
+	if (len(o.policyFiles) > 0 || len(o.sweeps) > 0) && !o.policiesSet {
 		policies = "none"
 	}
 	if policies != "none" {
@@ -221,8 +221,8 @@ func (o *options) config(getenv func(string) string) (config, error) {
 		}
 		cfg.pols = append(cfg.pols, pols...)
 	}
-	if o.policyFile != "" {
-		pols, err := readPolicyFile(o.policyFile, cfg.maxReplicas)
+	for _, file := range o.policyFiles {
+		pols, err := readPolicyFile(file, cfg.maxReplicas)
 		if err != nil {
 			errs = append(errs, err)
 		}
