@@ -87,7 +87,9 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // preparedTrace is a trace cut to the duration, rate-scaled and fitted
-// to the model's context length.
+// to the model's context length. A path of several files joined by "+"
+// is one trace, the files merged by their timestamps; its name joins
+// theirs with "+".
 type preparedTrace struct {
 	name    string
 	reqs    []loadgen.TraceRequest
@@ -96,11 +98,16 @@ type preparedTrace struct {
 }
 
 func prepareTrace(path string, cfg config) (preparedTrace, error) {
-	all, err := loadgen.ReadTraceFile(path)
+	files := strings.Split(path, "+")
+	all, err := loadgen.ReadMergedTraceFiles(files...)
 	if err != nil {
 		return preparedTrace{}, err
 	}
-	t := preparedTrace{name: strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".gz"), ".csv")}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), ".gz"), ".csv")
+	}
+	t := preparedTrace{name: strings.Join(names, "+")}
 	arrivals := make([]time.Duration, 0, len(all))
 	for _, r := range all {
 		r.At = time.Duration(float64(r.At) / cfg.rateScale)

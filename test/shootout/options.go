@@ -86,7 +86,7 @@ func (o *options) flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 
 	fs := fss.FlagSet("Traffic")
-	fs.StringSliceVar(&o.traces, "trace", o.traces, "Trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), comma-separated or repeated, each replayed --repeats times per policy.")
+	fs.StringSliceVar(&o.traces, "trace", o.traces, "Trace files (CSV columns TIMESTAMP, ContextTokens, GeneratedTokens; .gz read), comma-separated or repeated, each replayed --repeats times per policy. Files joined by + are one trace, merged by their timestamps, as one server receiving both (the two Azure traces cover the same hour), e.g. testdata/traces/azure-llm-2023-code.csv.gz+testdata/traces/azure-llm-2023-conv.csv.gz.")
 	fs.DurationVar(&o.duration, "duration", o.duration, "Replay only the first part of each trace, in simulated time (0: all of it).")
 	fs.Float64Var(&o.rateScale, "rate-scale", o.rateScale, "Multiply the trace's arrival rate (divide its inter-arrival gaps) by this; lengths are kept.")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, fmt.Sprintf("Most requests of one replay open at once; an arrival beyond them is not sent and counts as a failed request (dropped, in the report) at the time it was due: behind that many it would miss the SLO. 0: as many as the open-file limit (ulimit -n) allows: what is left after %d files kept back, shared by the --side-by-side slots, ÷ %d (each open request holds three connections in this process, the replay client's and the front end's two, and the front end may keep one more idle to a pod for reuse).", reservedFiles, filesPerRequest))

@@ -260,6 +260,26 @@ func TestPrepareTrace(t *testing.T) {
 	}
 }
 
+// TestPrepareMergedTrace: files joined by + are one trace, named after both,
+// holding both files' requests.
+func TestPrepareMergedTrace(t *testing.T) {
+	const dir = "../../testdata/traces/"
+	cfg := config{rateScale: 1, maxModelLen: 8192}
+	tr, err := prepareTrace(dir+"azure-llm-2023-code.csv.gz+"+dir+"azure-llm-2023-conv.csv.gz", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "azure-llm-2023-code+azure-llm-2023-conv"; tr.name != want {
+		t.Errorf("name %q, want %q", tr.name, want)
+	}
+	if len(tr.reqs) != 8819+19366 {
+		t.Errorf("%d requests, want both traces' %d", len(tr.reqs), 8819+19366)
+	}
+	if _, err := prepareTrace(dir+"azure-llm-2023-code.csv.gz+"+dir+"none.csv", cfg); err == nil || !strings.Contains(err.Error(), "none.csv") {
+		t.Errorf("a missing second file: %v, want an error naming it", err)
+	}
+}
+
 // TestReportFiles writes the summary CSV, the records CSV, the Markdown
 // and the SVG of a small report and checks what they hold.
 func TestReportFiles(t *testing.T) {

@@ -5,12 +5,14 @@ package loadgen
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,11 +38,17 @@ const maxTraceRows = 10_000_000
 // any order, other columns ignored), then one row per request in arrival
 // order. Arrival times are made relative to the first row.
 func ReadTrace(r io.Reader) ([]TraceRequest, error) {
+	reqs, _, err := readTrace(r)
+	return reqs, err
+}
+
+// readTrace is ReadTrace that also returns the first row's TIMESTAMP.
+func readTrace(r io.Reader) ([]TraceRequest, time.Time, error) {
 	cr := csv.NewReader(bufio.NewReader(r))
 	cr.ReuseRecord = true
 	head, err := cr.Read()
 	if err != nil {
-		return nil, fmt.Errorf("trace header: %w", err)
+		return nil, time.Time{}, fmt.Errorf("trace header: %w", err)
 	}
 	col := map[string]int{}
 	for i, h := range head {
@@ -53,7 +61,7 @@ func ReadTrace(r io.Reader) ([]TraceRequest, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("trace header %v lacks %v", head, missing)
+		return nil, time.Time{}, fmt.Errorf("trace header %v lacks %v", head, missing)
 	}
 	var (
 		out   []TraceRequest
@@ -66,59 +74,109 @@ func ReadTrace(r io.Reader) ([]TraceRequest, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", line, err)
+			return nil, time.Time{}, fmt.Errorf("trace line %d: %w", line, err)
 		}
 		if len(out) >= maxTraceRows {
-			return nil, fmt.Errorf("trace has more than %d rows", maxTraceRows)
+			return nil, time.Time{}, fmt.Errorf("trace has more than %d rows", maxTraceRows)
 		}
 		ts, err := time.Parse(traceTimeLayout, strings.TrimSpace(rec[col["TIMESTAMP"]]))
 		if err != nil {
-			return nil, fmt.Errorf("trace line %d: TIMESTAMP: %w", line, err)
+			return nil, time.Time{}, fmt.Errorf("trace line %d: TIMESTAMP: %w", line, err)
 		}
 		prompt, err1 := strconv.Atoi(strings.TrimSpace(rec[col["ContextTokens"]]))
 		output, err2 := strconv.Atoi(strings.TrimSpace(rec[col["GeneratedTokens"]]))
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", line, err)
+			return nil, time.Time{}, fmt.Errorf("trace line %d: %w", line, err)
 		}
 		if prompt < 1 || output < 1 {
-			return nil, fmt.Errorf("trace line %d: prompt and output must be at least 1 token, got %d and %d", line, prompt, output)
+			return nil, time.Time{}, fmt.Errorf("trace line %d: prompt and output must be at least 1 token, got %d and %d", line, prompt, output)
 		}
 		if len(out) == 0 {
 			first = ts
 		}
 		at := ts.Sub(first)
 		if at < prev {
-			return nil, fmt.Errorf("trace line %d: TIMESTAMP %s is before the previous row's: rows must be in arrival order", line, ts.Format(traceTimeLayout))
+			return nil, time.Time{}, fmt.Errorf("trace line %d: TIMESTAMP %s is before the previous row's: rows must be in arrival order", line, ts.Format(traceTimeLayout))
 		}
 		prev = at
 		out = append(out, TraceRequest{At: at, PromptTokens: prompt, OutputTokens: output})
 	}
 	if len(out) == 0 {
-		return nil, errors.New("trace has no requests")
+		return nil, time.Time{}, errors.New("trace has no requests")
 	}
-	return out, nil
+	return out, first, nil
 }
 
 // ReadTraceFile reads a trace file with ReadTrace; a name ending in .gz is
 // gunzipped first.
 func ReadTraceFile(path string) ([]TraceRequest, error) {
+	reqs, _, err := readTraceFile(path)
+	return reqs, err
+}
+
+func readTraceFile(path string) ([]TraceRequest, time.Time, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
+		return nil, time.Time{}, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
 	var r io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(f)
 		if err != nil {
-			return nil, fmt.Errorf("trace %s: %w", path, err)
+			return nil, time.Time{}, fmt.Errorf("trace %s: %w", path, err)
 		}
 		defer zr.Close()
 		r = zr
 	}
-	reqs, err := ReadTrace(r)
+	reqs, first, err := readTrace(r)
 	if err != nil {
-		return nil, fmt.Errorf("trace %s: %w", path, err)
+		return nil, time.Time{}, fmt.Errorf("trace %s: %w", path, err)
 	}
-	return reqs, nil
+	return reqs, first, nil
+}
+
+// ReadMergedTraceFiles reads several trace files with ReadTraceFile and
+// merges them into one trace by their TIMESTAMPs, as if one server had
+// received every file's requests: arrival times are made relative to the
+// earliest first row of all files, and requests at the same instant keep
+// the order of the files given. Traces recorded at different times merge
+// with the gap between them kept.
+func ReadMergedTraceFiles(paths ...string) ([]TraceRequest, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no trace file to merge")
+	}
+	type part struct {
+		reqs  []TraceRequest
+		first time.Time
+	}
+	parts := make([]part, 0, len(paths))
+	total := 0
+	for _, p := range paths {
+		reqs, first, err := readTraceFile(p)
+		if err != nil {
+			return nil, err
+		}
+		total += len(reqs)
+		if total > maxTraceRows {
+			return nil, fmt.Errorf("merged trace has more than %d rows", maxTraceRows)
+		}
+		parts = append(parts, part{reqs, first})
+	}
+	earliest := parts[0].first
+	for _, p := range parts[1:] {
+		if p.first.Before(earliest) {
+			earliest = p.first
+		}
+	}
+	out := make([]TraceRequest, 0, total)
+	for _, p := range parts {
+		off := p.first.Sub(earliest)
+		for _, r := range p.reqs {
+			r.At += off
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b TraceRequest) int { return cmp.Compare(a.At, b.At) })
+	return out, nil
 }
