@@ -140,16 +140,19 @@ func readTraceFile(path string) ([]TraceRequest, time.Time, error) {
 // merges them into one trace by their TIMESTAMPs, as if one server had
 // received every file's requests: arrival times are made relative to the
 // earliest first row of all files, and requests at the same instant keep
-// the order of the files given. Traces recorded at different times merge
-// with the gap between them kept.
+// the order of the files given. Every file must overlap in time another
+// one (a merge of traces recorded apart would replay the gap between them):
+// otherwise it is an error that names the file and both spans.
 func ReadMergedTraceFiles(paths ...string) ([]TraceRequest, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no trace file to merge")
 	}
 	type part struct {
+		path  string
 		reqs  []TraceRequest
 		first time.Time
 	}
+	last := func(p part) time.Time { return p.first.Add(p.reqs[len(p.reqs)-1].At) }
 	parts := make([]part, 0, len(paths))
 	total := 0
 	for _, p := range paths {
@@ -161,14 +164,21 @@ func ReadMergedTraceFiles(paths ...string) ([]TraceRequest, error) {
 		if total > maxTraceRows {
 			return nil, fmt.Errorf("merged trace has more than %d rows", maxTraceRows)
 		}
-		parts = append(parts, part{reqs, first})
+		parts = append(parts, part{p, reqs, first})
 	}
-	earliest := parts[0].first
-	for _, p := range parts[1:] {
-		if p.first.Before(earliest) {
-			earliest = p.first
+	byStart := slices.Clone(parts)
+	slices.SortStableFunc(byStart, func(a, b part) int { return a.first.Compare(b.first) })
+	end := last(byStart[0])
+	for _, p := range byStart[1:] {
+		if p.first.After(end) {
+			return nil, fmt.Errorf("trace %s (%s to %s) starts after every earlier file has ended (%s): merged, the replay would wait out the gap; give traces recorded over the same time",
+				p.path, p.first.Format(traceTimeLayout), last(p).Format(traceTimeLayout), end.Format(traceTimeLayout))
+		}
+		if l := last(p); l.After(end) {
+			end = l
 		}
 	}
+	earliest := byStart[0].first
 	out := make([]TraceRequest, 0, total)
 	for _, p := range parts {
 		off := p.first.Sub(earliest)

@@ -99,6 +99,8 @@ func TestReadMergedTraceFiles(t *testing.T) {
 	a := write("a.csv", "2023-11-16 18:00:02.0,1,1\n2023-11-16 18:00:04.0,2,2\n")
 	b := write("b.csv", "2023-11-16 18:00:01.0,3,3\n2023-11-16 18:00:02.0,4,4\n2023-11-16 18:00:09.5,5,5\n")
 	bad := write("bad.csv", "2023-11-16 18:00:01.0,0,3\n")
+	later := write("later.csv", "2023-11-16 18:00:10.0,6,6\n")
+	inner := write("inner.csv", "2023-11-16 18:00:05.0,7,7\n")
 	for _, tc := range []struct {
 		name    string
 		paths   []string
@@ -113,6 +115,10 @@ func TestReadMergedTraceFiles(t *testing.T) {
 			{0, 3, 3}, {time.Second, 4, 4}, {time.Second, 1, 1}, {3 * time.Second, 2, 2}, {8500 * time.Millisecond, 5, 5},
 		}, ""},
 		{"a bad file is named", []string{a, bad}, nil, "bad.csv"},
+		{"a file that starts after the others end", []string{a, b, later}, nil, "later.csv (2023-11-16 18:00:10 to 2023-11-16 18:00:10) starts after every earlier file has ended (2023-11-16 18:00:09.5)"},
+		{"a file inside another's span, after a third has ended, is kept", []string{a, b, inner}, []TraceRequest{
+			{0, 3, 3}, {time.Second, 1, 1}, {time.Second, 4, 4}, {3 * time.Second, 2, 2}, {4 * time.Second, 7, 7}, {8500 * time.Millisecond, 5, 5},
+		}, ""},
 		{"a missing file", []string{a, filepath.Join(dir, "none.csv")}, nil, "none.csv"},
 		{"no file", nil, nil, "no trace file"},
 	} {
