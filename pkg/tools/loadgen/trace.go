@@ -140,9 +140,10 @@ func readTraceFile(path string) ([]TraceRequest, time.Time, error) {
 // merges them into one trace by their TIMESTAMPs, as if one server had
 // received every file's requests: arrival times are made relative to the
 // earliest first row of all files, and requests at the same instant keep
-// the order of the files given. Every file must overlap in time another
-// one (a merge of traces recorded apart would replay the gap between them):
-// otherwise it is an error that names the file and both spans.
+// the order of the files given. Taken by their first rows, every file must
+// start before the files that started earlier have all ended (a merge of
+// traces recorded apart would replay the gap between them): otherwise it
+// is an error that names the file, its span and where the others ended.
 func ReadMergedTraceFiles(paths ...string) ([]TraceRequest, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no trace file to merge")
