@@ -322,9 +322,39 @@ func (r *report) pointsMarkdown(b *strings.Builder) {
 			b.WriteString("\n")
 		}
 	}
+	r.sourcesMarkdown(b, pts)
 	if d := differences(pts); len(d) > 0 {
 		fmt.Fprintf(b, "\nDifferences in attainment after the warm-up (95%% intervals that do not overlap): %s. Every other pair: no difference shown.\n", strings.Join(d, ", "))
 	} else {
 		b.WriteString("\nNo two attainment intervals after the warm-up are apart: no difference shown (a point of one run has no interval).\n")
+	}
+}
+
+// sourcesMarkdown is the table of each file's attainment after the warm-up,
+// per policy, for a trace merged from several files; nothing otherwise.
+// A column's request count is its first run's.
+func (r *report) sourcesMarkdown(b *strings.Builder, pts []Point) {
+	if len(r.Sources) < 2 {
+		return
+	}
+	b.WriteString("\nAttainment after the warm-up of each trace file's requests (mean [95% interval] over the repeats; one fleet served them all):\n\n| policy |")
+	for i, name := range r.Sources {
+		if len(r.Runs) > 0 && i < len(r.Runs[0].Summary.BySource) {
+			fmt.Fprintf(b, " %s (%d requests) |", name, r.Runs[0].Summary.BySource[i].Requests)
+		} else {
+			fmt.Fprintf(b, " %s |", name)
+		}
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.Sources)) + "\n")
+	for _, p := range pts {
+		fmt.Fprintf(b, "| %s |", p.Policy)
+		for i := range r.Sources {
+			v := "-"
+			if i < len(p.SourceAttainment) {
+				v = pct(p.SourceAttainment[i])
+			}
+			fmt.Fprintf(b, " %s |", v)
+		}
+		b.WriteString("\n")
 	}
 }

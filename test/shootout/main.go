@@ -89,9 +89,10 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 // preparedTrace is a trace cut to the duration, rate-scaled and fitted
 // to the model's context length. A path of several files joined by "+"
 // is one trace, the files merged by their timestamps; its name joins
-// theirs with "+".
+// theirs with "+", and sources are their names (nil for one file).
 type preparedTrace struct {
 	name    string
+	sources []string
 	reqs    []loadgen.TraceRequest
 	clipped int // prompts shortened to fit max-model-len
 	bursts  []burstSpan
@@ -108,6 +109,9 @@ func prepareTrace(path string, cfg config) (preparedTrace, error) {
 		names[i] = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), ".gz"), ".csv")
 	}
 	t := preparedTrace{name: strings.Join(names, "+")}
+	if len(names) > 1 {
+		t.sources = names
+	}
 	arrivals := make([]time.Duration, 0, len(all))
 	for _, r := range all {
 		r.At = time.Duration(float64(r.At) / cfg.rateScale)
@@ -175,7 +179,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	say("set up in %s", time.Since(began).Round(time.Second))
 	for _, t := range traces {
-		rep := report{Trace: t.name, Requests: len(t.reqs), Clipped: t.clipped, Bursts: len(t.bursts), BurstSpans: t.bursts, Warmup: cfg.warmup, Timing: tm, SLO: cfg.slo,
+		rep := report{Trace: t.name, Sources: t.sources, Requests: len(t.reqs), Clipped: t.clipped, Bursts: len(t.bursts), BurstSpans: t.bursts, Warmup: cfg.warmup, Timing: tm, SLO: cfg.slo,
 			Picker: cfg.pick, RateScale: cfg.rateScale, MinReplicas: cfg.minReplicas, MaxReplicas: cfg.maxReplicas, Profile: sim.ProfileLlama3_8BA100,
 			Repeats: cfg.repeats, Seed: cfg.seed}
 		pols := cfg.pols
@@ -278,14 +282,22 @@ func render(cfg config) error {
 		if err != nil {
 			return err
 		}
-		recs, err := readRecords(f)
+		recs, sourced, err := readRecords(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s-requests.csv: %w", base, err)
 		}
 		// The warm-up is the flag's and the bursts are the trace's: a report
-		// can be scored again with another warm-up.
-		rep.Warmup, rep.BurstSpans, rep.Bursts = cfg.warmup, t.bursts, len(t.bursts)
+		// can be scored again with another warm-up. Records of an older
+		// shootout do not say which file of a merged trace each came from.
+		rep.Warmup, rep.BurstSpans, rep.Bursts, rep.Sources = cfg.warmup, t.bursts, len(t.bursts), t.sources
+		if !sourced && len(t.sources) > 0 {
+			fmt.Printf("%s-requests.csv has no source column (an older shootout's): no attainment by trace file\n", base)
+			rep.Sources = nil
+		}
+		if err := checkSources(recs, len(rep.Sources)); err != nil {
+			return fmt.Errorf("%s-requests.csv: %w", base, err)
+		}
 		for i := range rep.Runs {
 			run := &rep.Runs[i]
 			run.Records = recs[runKey{Policy: run.Policy.Name, Repeat: max(run.Repeat, 1)}]
@@ -297,6 +309,19 @@ func render(cfg config) error {
 			return err
 		}
 		fmt.Println(rep.markdown())
+	}
+	return nil
+}
+
+// checkSources fails when a record's source is not one of the trace's n
+// files (a records file of another trace); with one file every source is 0.
+func checkSources(recs map[runKey][]Record, n int) error {
+	for k, rs := range recs {
+		for _, r := range rs {
+			if r.Source >= max(n, 1) {
+				return fmt.Errorf("%s #%d: a request from trace file %d, but the trace has %d file(s)", k.Policy, k.Repeat, r.Source, max(n, 1))
+			}
+		}
 	}
 	return nil
 }

@@ -24,11 +24,15 @@ import (
 
 // report is everything written for one trace.
 type report struct {
-	Trace    string `json:"trace"`
-	Profile  string `json:"profile"`
-	Requests int    `json:"requests"`
-	Clipped  int    `json:"clippedPrompts"`
-	Bursts   int    `json:"bursts"`
+	Trace string `json:"trace"`
+	// Sources are the names of the files of a trace of several (A+B),
+	// merged by their timestamps, in the order given: a Record's Source
+	// indexes them. Absent for a trace of one file.
+	Sources  []string `json:"sources,omitempty"`
+	Profile  string   `json:"profile"`
+	Requests int      `json:"requests"`
+	Clipped  int      `json:"clippedPrompts"`
+	Bursts   int      `json:"bursts"`
 	// BurstSpans are the bursts' minutes; Warmup the stretch left out of
 	// the headline figures.
 	BurstSpans  []burstSpan   `json:"burstSpans,omitempty"`
@@ -56,7 +60,7 @@ type report struct {
 
 // scoring is how the report's runs are scored.
 func (r *report) scoring() scoring {
-	return scoring{SLO: r.SLO, Warmup: r.Warmup, Bursts: r.BurstSpans}
+	return scoring{SLO: r.SLO, Warmup: r.Warmup, Bursts: r.BurstSpans, Sources: len(r.Sources)}
 }
 
 // write writes <trace>.json (everything but the per-request records),
@@ -86,7 +90,7 @@ var summaryHeader = []string{"policy", "repeat", "metric", "target", "requests",
 	"ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
 	"gpu_hours", "good_per_gpu_hour", "mean_replicas", "mean_ready", "scale_events", "max_replicas", "bursts", "burst_to_ready_p50_s", "bursts_unanswered",
 	"ttft_attainment", "tpot_attainment", "warmup_s", "requests_after_warmup", "attainment_after_warmup", "ttft_attainment_after_warmup", "tpot_attainment_after_warmup",
-	"goodput_after_warmup_rps", "gpu_hours_after_warmup", "good_per_gpu_hour_after_warmup", "family"}
+	"goodput_after_warmup_rps", "gpu_hours_after_warmup", "good_per_gpu_hour_after_warmup", "family", "attainment_after_warmup_by_source"}
 
 func f64(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
@@ -101,15 +105,25 @@ func (r *report) writeSummaryCSV(w io.Writer) error {
 			f64(s.ReplicaHours), f64(s.GoodPerGPUHour), f64(s.MeanReplicas), f64(s.MeanReady), strconv.Itoa(s.ScaleEvents), strconv.Itoa(s.MaxReplicas),
 			strconv.Itoa(s.Bursts), f64(s.BurstToReadyP50), strconv.Itoa(s.BurstsUnanswered),
 			f64(s.TTFTAttainment), f64(s.TPOTAttainment), f64(s.Warmup.Seconds()), strconv.Itoa(a.Requests), f64(a.Attainment), f64(a.TTFTAttainment), f64(a.TPOTAttainment),
-			f64(a.Goodput), f64(a.GPUHours), f64(a.GoodPerGPUHour), family(p)})
+			f64(a.Goodput), f64(a.GPUHours), f64(a.GoodPerGPUHour), family(p), bySourceText(s.BySource)})
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
+// bySourceText is each source file's attainment after the warm-up,
+// joined by ";" in the files' order; empty for a trace of one file.
+func bySourceText(ps []Phase) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = f64(p.Attainment)
+	}
+	return strings.Join(out, ";")
+}
+
 func (r *report) writeRecordsCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"policy", "sent_s", "prompt_tokens", "output_tokens", "tokens", "ttft_s", "e2e_s", "tpot_s", "good", "error", "repeat"})
+	_ = cw.Write([]string{"policy", "sent_s", "prompt_tokens", "output_tokens", "tokens", "ttft_s", "e2e_s", "tpot_s", "good", "error", "repeat", "source"})
 	for _, run := range r.Runs {
 		for _, rec := range run.Records {
 			tpot := ""
@@ -117,7 +131,8 @@ func (r *report) writeRecordsCSV(w io.Writer) error {
 				tpot = secondsText(d)
 			}
 			_ = cw.Write([]string{run.Policy.Name, secondsText(rec.Sent), strconv.Itoa(rec.PromptTokens), strconv.Itoa(rec.OutputTokens),
-				strconv.Itoa(rec.Tokens), secondsText(rec.TTFT), secondsText(rec.E2E), tpot, strconv.FormatBool(r.SLO.Good(rec)), rec.Err, strconv.Itoa(max(run.Repeat, 1))})
+				strconv.Itoa(rec.Tokens), secondsText(rec.TTFT), secondsText(rec.E2E), tpot, strconv.FormatBool(r.SLO.Good(rec)), rec.Err, strconv.Itoa(max(run.Repeat, 1)),
+				strconv.Itoa(rec.Source)})
 		}
 	}
 	cw.Flush()
@@ -515,11 +530,12 @@ func targetValue(m autoscalingv2.MetricSpec) float64 {
 
 // readRecords reads the records of <trace>-requests.csv back, by policy
 // and repeat; a file of an older shootout, without the repeat column, is
-// repeat 1.
-func readRecords(r io.Reader) (map[runKey][]Record, error) {
+// repeat 1, and without the source column every record is source 0
+// (sourced is false: no row had the column).
+func readRecords(r io.Reader) (recs map[runKey][]Record, sourced bool, err error) {
 	rows, err := csv.NewReader(r).ReadAll()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// Seconds are exact to the nanosecond (secondsText); an older file's,
 	// rounded to 6 digits and maybe with an exponent, are read as a float.
@@ -535,22 +551,29 @@ func readRecords(r io.Reader) (map[runKey][]Record, error) {
 		if i == 0 {
 			continue
 		}
-		if len(row) != 10 && len(row) != 11 {
-			return nil, fmt.Errorf("requests CSV line %d: %d fields, want 11", i+1, len(row))
+		if len(row) < 10 || len(row) > 12 {
+			return nil, false, fmt.Errorf("requests CSV line %d: %d fields, want 12", i+1, len(row))
 		}
 		prompt, _ := strconv.Atoi(row[2])
 		output, _ := strconv.Atoi(row[3])
 		tokens, _ := strconv.Atoi(row[4])
 		k := runKey{Policy: row[0], Repeat: 1}
-		if len(row) == 11 {
+		if len(row) >= 11 {
 			if k.Repeat, err = strconv.Atoi(row[10]); err != nil || k.Repeat < 1 {
-				return nil, fmt.Errorf("requests CSV line %d: repeat %q", i+1, row[10])
+				return nil, false, fmt.Errorf("requests CSV line %d: repeat %q", i+1, row[10])
+			}
+		}
+		source := 0
+		if len(row) == 12 {
+			sourced = true
+			if source, err = strconv.Atoi(row[11]); err != nil || source < 0 {
+				return nil, false, fmt.Errorf("requests CSV line %d: source %q", i+1, row[11])
 			}
 		}
 		out[k] = append(out[k], Record{Sent: sec(row[1]), PromptTokens: prompt, OutputTokens: output, Tokens: tokens,
-			TTFT: sec(row[5]), E2E: sec(row[6]), Err: row[9]})
+			TTFT: sec(row[5]), E2E: sec(row[6]), Err: row[9], Source: source})
 	}
-	return out, nil
+	return out, sourced, nil
 }
 
 // writeJSON writes v as indented JSON to path.

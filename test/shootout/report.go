@@ -23,6 +23,9 @@ type Record struct {
 	E2E    time.Duration `json:"e2e"`
 	// Err is set when the request failed (refused, cut off, no [DONE]).
 	Err string `json:"err,omitempty"`
+	// Source is the index of the trace file the request came from, in a
+	// trace of several files (report.Sources); 0 otherwise.
+	Source int `json:"source,omitempty"`
 }
 
 // errDropped is the error of an arrival the replay did not send because
@@ -218,14 +221,21 @@ type Summary struct {
 	// Both absent without recommendations (a fixed fleet, an older report).
 	HeldByWindow     *float64 `json:"heldByWindow,omitempty"`
 	HeldReplicaHours float64  `json:"heldReplicaHours,omitempty"`
+	// BySource is AfterWarmup's request figures of each file of a merged
+	// trace (report.Sources, in order): its users' attainment apart. The
+	// fleet is shared, so these phases have no GPU-hours. Absent for a
+	// trace of one file.
+	BySource []Phase `json:"bySource,omitempty"`
 }
 
 // scoring is how runs are scored: the SLO, the warm-up left out of the
-// headline figures, and the trace's bursts.
+// headline figures, the trace's bursts, and how many files the trace
+// merges (0 or 1: one file).
 type scoring struct {
-	SLO    SLO
-	Warmup time.Duration
-	Bursts []burstSpan
+	SLO     SLO
+	Warmup  time.Duration
+	Bursts  []burstSpan
+	Sources int
 }
 
 // summarize computes a Summary from per-request records and fleet samples
@@ -292,6 +302,7 @@ func summarize(policy, trace string, sc scoring, recs []Record, samples []Sample
 	s.AfterWarmup = scorePhase(slo, recs, samples, sc.Warmup, math.MaxInt64)
 	s.BurstScores = scoreBursts(slo, recs, samples, sc.Bursts, sc.Warmup, s.Span)
 	s.HeldByWindow, s.HeldReplicaHours = heldByWindow(samples, sc.Warmup)
+	s.BySource = scoreBySource(slo, recs, sc.Sources, sc.Warmup)
 	var reactions []time.Duration
 	for _, bs := range sc.Bursts {
 		b := bs.Start

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,6 +276,19 @@ func TestPrepareMergedTrace(t *testing.T) {
 	if len(tr.reqs) != 8819+19366 {
 		t.Errorf("%d requests, want both traces' %d", len(tr.reqs), 8819+19366)
 	}
+	if want := []string{"azure-llm-2023-code", "azure-llm-2023-conv"}; !slices.Equal(tr.sources, want) {
+		t.Errorf("sources %q, want %q", tr.sources, want)
+	}
+	per := map[int]int{}
+	for _, r := range tr.reqs {
+		per[r.Source]++
+	}
+	if per[0] != 8819 || per[1] != 19366 || len(per) != 2 {
+		t.Errorf("requests per source %v, want 8819 from the code trace (0) and 19366 from the conv trace (1)", per)
+	}
+	if one, err := prepareTrace(dir+"azure-llm-2023-code.csv.gz", cfg); err != nil || one.sources != nil {
+		t.Errorf("one file: sources %q (%v), want none", one.sources, err)
+	}
 	if _, err := prepareTrace(dir+"azure-llm-2023-code.csv.gz+"+dir+"none.csv", cfg); err == nil || !strings.Contains(err.Error(), "none.csv") {
 		t.Errorf("a missing second file: %v, want an error naming it", err)
 	}
@@ -315,15 +329,16 @@ func TestReportFiles(t *testing.T) {
 	if got, _ := csv.NewReader(strings.NewReader(raw)).ReadAll(); len(got) != 3 || got[1][8] != "true" || got[2][9] != "boom" {
 		t.Errorf("records CSV %v", got)
 	}
-	back, err := readRecords(strings.NewReader(raw))
+	back, sourced, err := readRecords(strings.NewReader(raw))
 	k := runKey{Policy: "queue-3", Repeat: 2}
-	if err != nil || len(back[k]) != 2 || back[k][0] != recs[0] || back[k][1] != recs[1] {
-		t.Errorf("records read back: %+v (%v), want %+v", back, err, recs)
+	if err != nil || !sourced || len(back[k]) != 2 || back[k][0] != recs[0] || back[k][1] != recs[1] {
+		t.Errorf("records read back: %+v (sourced %v, %v), want %+v", back, sourced, err, recs)
 	}
-	// An older file, without the repeat column, is repeat 1.
+	// An older file, without the repeat column, is repeat 1; without the
+	// source column, it is not sourced.
 	old := "policy,sent_s,prompt_tokens,output_tokens,tokens,ttft_s,e2e_s,tpot_s,good,error\nq,1,2,3,3,0.5,1,0.25,true,\n"
-	if back, err := readRecords(strings.NewReader(old)); err != nil || len(back[runKey{Policy: "q", Repeat: 1}]) != 1 {
-		t.Errorf("older records CSV read back: %+v (%v)", back, err)
+	if back, sourced, err := readRecords(strings.NewReader(old)); err != nil || sourced || len(back[runKey{Policy: "q", Repeat: 1}]) != 1 {
+		t.Errorf("older records CSV read back: %+v (sourced %v, %v)", back, sourced, err)
 	}
 	md := r.markdown()
 	for _, want := range []string{"| queue-3 | 2 | 50.0% | 1.00 | 50.0% | 50.0% / 50.0% | 1 (1 refused) |", "| queue-3 | queue | 3 | 1 | 50.0% | 50.0% | 50.0% | 1.00 |"} {
@@ -378,6 +393,107 @@ func TestBurstFleetMarkdown(t *testing.T) {
 				if !strings.Contains(md, want) {
 					t.Errorf("markdown lacks %q:\n%s", want, md)
 				}
+			}
+		})
+	}
+}
+
+// TestReportBySource: a trace of several files scores each file's requests
+// apart after the warm-up (Summary.BySource, Point.SourceAttainment), in
+// the Markdown, the summary CSV and the records CSV; a trace of one file
+// has none of it, and records naming a file the trace lacks are refused.
+func TestReportBySource(t *testing.T) {
+	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
+	good := func(at time.Duration, src int) Record {
+		return Record{Sent: at, OutputTokens: 1, Tokens: 1, TTFT: time.Second, E2E: time.Second, Source: src}
+	}
+	slow := func(at time.Duration, src int) Record {
+		return Record{Sent: at, OutputTokens: 1, Tokens: 1, TTFT: 3 * time.Second, E2E: 3 * time.Second, Source: src}
+	}
+	samples := []Sample{{T: 0, Replicas: 1, Ready: 1, Desired: 1}, {T: time.Hour, Replicas: 1, Ready: 1, Desired: 1}}
+	p := policy{Name: "queue-3", Metric: metricQueue, Target: "3"}
+	// Run 1: file a 2 of 2 good, file b 1 of 4; the slow request of file a
+	// at 1 min is in the warm-up. Run 2: a 1 of 2, b 2 of 4.
+	runs := [][]Record{
+		{slow(time.Minute, 0), good(10*time.Minute, 0), good(11*time.Minute, 1), slow(12*time.Minute, 1), good(20*time.Minute, 0), slow(21*time.Minute, 1), slow(22*time.Minute, 1)},
+		{good(10*time.Minute, 0), good(11*time.Minute, 1), good(12*time.Minute, 1), slow(20*time.Minute, 0), slow(21*time.Minute, 1), slow(22*time.Minute, 1)},
+	}
+	for _, tc := range []struct {
+		name    string
+		sources []string
+		want    [][]float64 // per run, per source
+	}{
+		{"two files", []string{"a", "b"}, [][]float64{{1, 0.25}, {0.5, 0.5}}},
+		{"one file", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := report{Trace: "tr", Sources: tc.sources, SLO: slo, Warmup: 5 * time.Minute, Timing: newTiming(15, time.Minute), MaxReplicas: 8}
+			for i, recs := range runs {
+				r.Runs = append(r.Runs, runResult{Policy: p, Repeat: i + 1, Records: recs, Samples: samples, Summary: summarize(p.Name, "tr", r.scoring(), recs, samples)})
+			}
+			for i, run := range r.Runs {
+				var got []float64
+				for _, ph := range run.Summary.BySource {
+					got = append(got, ph.Attainment)
+				}
+				var want []float64
+				if tc.want != nil {
+					want = tc.want[i]
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("run %d: attainment by source %v, want %v", i+1, got, want)
+				}
+				if ph := run.Summary.BySource; len(ph) > 0 && ph[0].GPUHours != 0 {
+					t.Errorf("run %d: a source's phase has GPU-hours %g; the fleet is shared", i+1, ph[0].GPUHours)
+				}
+			}
+			pts := points(r.Runs)
+			md := r.markdown()
+			var sum bytes.Buffer
+			if err := r.writeSummaryCSV(&sum); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := csv.NewReader(&sum).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			col := slices.Index(rows[0], "attainment_after_warmup_by_source")
+			if col < 0 {
+				t.Fatalf("summary CSV header %v lacks attainment_after_warmup_by_source", rows[0])
+			}
+			if tc.sources == nil {
+				if len(pts[0].SourceAttainment) != 0 || strings.Contains(md, "each trace file") || rows[1][col] != "" {
+					t.Errorf("one file: source attainment %v, CSV %q, markdown:\n%s", pts[0].SourceAttainment, rows[1][col], md)
+				}
+				return
+			}
+			if sa := pts[0].SourceAttainment; len(sa) != 2 || sa[0].Mean != 0.75 || sa[1].Mean != 0.375 || sa[0].N != 2 {
+				t.Errorf("point's source attainment %+v, want means 0.75 and 0.375 over 2 runs", sa)
+			}
+			for _, want := range []string{"| policy | a (2 requests) | b (4 requests) |", "| queue-3 | " + pct(pts[0].SourceAttainment[0]) + " | " + pct(pts[0].SourceAttainment[1]) + " |"} {
+				if !strings.Contains(md, want) {
+					t.Errorf("markdown lacks %q:\n%s", want, md)
+				}
+			}
+			if rows[1][col] != "1;0.25" {
+				t.Errorf("summary CSV by source %q, want \"1;0.25\"", rows[1][col])
+			}
+			var out bytes.Buffer
+			if err := r.writeRecordsCSV(&out); err != nil {
+				t.Fatal(err)
+			}
+			back, sourced, err := readRecords(&out)
+			if err != nil || !sourced {
+				t.Fatalf("records read back: sourced %v, %v", sourced, err)
+			}
+			if got := back[runKey{Policy: p.Name, Repeat: 1}]; !slices.Equal(got, runs[0]) {
+				t.Errorf("records read back %+v, want %+v", got, runs[0])
+			}
+			if err := checkSources(back, 2); err != nil {
+				t.Errorf("checkSources of the trace's own records: %v", err)
+			}
+			if err := checkSources(back, 1); err == nil || !strings.Contains(err.Error(), "trace file 1, but the trace has 1 file") {
+				t.Errorf("checkSources against one file: %v, want an error", err)
 			}
 		})
 	}

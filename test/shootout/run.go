@@ -351,14 +351,14 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 func records(rep *loadgen.Report) []Record {
 	out := make([]Record, 0, len(rep.Results)+len(rep.Drops))
 	for _, r := range rep.Results {
-		rec := Record{Sent: r.Sent, PromptTokens: r.PromptTokens, OutputTokens: r.MaxTokens, Tokens: r.Tokens, TTFT: r.TTFT, E2E: r.E2E}
+		rec := Record{Sent: r.Sent, PromptTokens: r.PromptTokens, OutputTokens: r.MaxTokens, Tokens: r.Tokens, TTFT: r.TTFT, E2E: r.E2E, Source: r.Source}
 		if r.Err != nil {
 			rec.Err = r.Err.Error()
 		}
 		out = append(out, rec)
 	}
 	for _, d := range rep.Drops {
-		out = append(out, Record{Sent: d.At, PromptTokens: d.PromptTokens, OutputTokens: d.MaxTokens, Err: errDropped})
+		out = append(out, Record{Sent: d.At, PromptTokens: d.PromptTokens, OutputTokens: d.MaxTokens, Err: errDropped, Source: d.Source})
 	}
 	slices.SortStableFunc(out, func(a, b Record) int { return cmp.Compare(a.Sent, b.Sent) })
 	return out

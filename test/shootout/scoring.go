@@ -4,6 +4,7 @@
 package main
 
 import (
+	"math"
 	"time"
 )
 
@@ -81,6 +82,27 @@ func scorePhase(slo SLO, recs []Record, samples []Sample, from, to time.Duration
 		p.GoodPerGPUHour = float64(p.Good) / p.GPUHours
 	}
 	return p
+}
+
+// scoreBySource scores the records of each of n source files apart, sent
+// from warmup on, without fleet figures (the fleet served them all); nil
+// for fewer than two files. A record whose Source is not below n is left
+// out.
+func scoreBySource(slo SLO, recs []Record, n int, warmup time.Duration) []Phase {
+	if n < 2 {
+		return nil
+	}
+	by := make([][]Record, n)
+	for _, r := range recs {
+		if r.Source >= 0 && r.Source < n {
+			by[r.Source] = append(by[r.Source], r)
+		}
+	}
+	out := make([]Phase, n)
+	for i, rs := range by {
+		out[i] = scorePhase(slo, rs, nil, warmup, math.MaxInt64)
+	}
+	return out
 }
 
 // integrateBetween integrates a count of the samples over [from, to), in

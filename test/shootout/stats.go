@@ -134,6 +134,9 @@ type Point struct {
 	BurstReadyAtStart       []Interval `json:"burstReadyAtStart,omitempty"`
 	BurstGapMinReady        []Range    `json:"burstGapMinReady,omitempty"`
 	BurstGapPeakRecommended []Range    `json:"burstGapPeakRecommended,omitempty"`
+	// SourceAttainment is the attainment after the warm-up of each file of
+	// a merged trace (Summary.BySource), by file; absent for one file.
+	SourceAttainment []Interval `json:"sourceAttainment,omitempty"`
 }
 
 // Range is the least and the largest of N values; N 0 is no value.
@@ -204,6 +207,18 @@ func points(runs []runResult) []Point {
 			}))
 		}
 		burstFleetPoints(&pt, rs, nb)
+		ns := 0
+		for _, r := range rs {
+			ns = max(ns, len(r.Summary.BySource))
+		}
+		for i := range ns {
+			pt.SourceAttainment = append(pt.SourceAttainment, pick(func(s Summary) float64 {
+				if i >= len(s.BySource) || s.BySource[i].Requests == 0 {
+					return math.NaN()
+				}
+				return s.BySource[i].Attainment
+			}))
+		}
 		out = append(out, pt)
 	}
 	return out

@@ -3,7 +3,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Split a merged trace's attainment by the file each request came from.
 
-The shootout's report scores a merged trace (--trace A+B) as one. This reads a
+The shootout's report of parts 81 and 82 scored a merged trace (--trace A+B) as
+one: its requests CSV has no source column (later reports have it, and print
+each file's attainment themselves). This reads such a
 run's <trace>-requests.csv and the two Azure trace files, matches every request
 to the trace row with the same prompt and output length whose arrival is
 nearest its send time (within 5 s; a prompt clipped to the context matches on

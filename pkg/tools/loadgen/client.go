@@ -64,7 +64,7 @@ func endpointPath(endpoint string) string {
 
 // doRequest sends one streaming request and times its token events.
 func doRequest(ctx context.Context, client *http.Client, cfg Config, a arrival) (res Result) {
-	res = Result{PromptTokens: a.prompt, MaxTokens: a.output}
+	res = Result{PromptTokens: a.prompt, MaxTokens: a.output, Source: a.source}
 	body, err := requestBody(cfg, a)
 	if err != nil {
 		res.Err = fmt.Errorf("encoding request: %w", err)

@@ -157,6 +157,8 @@ type Result struct {
 	E2E time.Duration
 	// Err is set when the request failed; the timings above are then partial.
 	Err error
+	// Source is the TraceRequest's Source in a trace replay; 0 otherwise.
+	Source int
 }
 
 // Report is the outcome of a run.
@@ -176,6 +178,8 @@ type Drop struct {
 	At           time.Duration
 	PromptTokens int
 	MaxTokens    int
+	// Source is the TraceRequest's Source in a trace replay; 0 otherwise.
+	Source int
 }
 
 // arrival is one planned request.
@@ -183,6 +187,7 @@ type arrival struct {
 	at             time.Duration // wall-clock offset
 	prompt, output int
 	text           string // from Config.Prompts; "" means a synthetic prompt of prompt tokens
+	source         int    // TraceRequest.Source
 }
 
 // Plan returns the arrivals of cfg's schedule: wall-clock offsets from the
@@ -191,7 +196,7 @@ func plan(cfg Config) []arrival {
 	if len(cfg.Trace) > 0 {
 		out := make([]arrival, 0, len(cfg.Trace))
 		for _, t := range cfg.Trace {
-			out = append(out, arrival{at: time.Duration(float64(t.At) / cfg.TimeScale), prompt: t.PromptTokens, output: t.OutputTokens})
+			out = append(out, arrival{at: time.Duration(float64(t.At) / cfg.TimeScale), prompt: t.PromptTokens, output: t.OutputTokens, source: t.Source})
 		}
 		return out
 	}
@@ -259,7 +264,7 @@ loop:
 		select {
 		case sem <- struct{}{}:
 		default:
-			rep.Drops = append(rep.Drops, Drop{At: scale(a.at, cfg.TimeScale), PromptTokens: a.prompt, MaxTokens: a.output})
+			rep.Drops = append(rep.Drops, Drop{At: scale(a.at, cfg.TimeScale), PromptTokens: a.prompt, MaxTokens: a.output, Source: a.source})
 			continue
 		}
 		wg.Add(1)

@@ -150,8 +150,9 @@ func TestRunRecordsFailuresAndTokens(t *testing.T) {
 }
 
 // TestRunRecordsDrops: arrivals beyond MaxInFlight are not sent; each is
-// recorded with the time it was due (in the target's time) and its lengths,
-// so that a report can score it where it arrived.
+// recorded with the time it was due (in the target's time), its lengths and
+// its trace file (as is each result), so that a report can score it where
+// it arrived and by the file it came from.
 func TestRunRecordsDrops(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -165,8 +166,8 @@ func TestRunRecordsDrops(t *testing.T) {
 	defer srv.Close()
 	trace := []TraceRequest{
 		{At: 0, PromptTokens: 10, OutputTokens: 1},
-		{At: 20 * time.Millisecond, PromptTokens: 11, OutputTokens: 1},
-		{At: 40 * time.Millisecond, PromptTokens: 12, OutputTokens: 2},
+		{At: 20 * time.Millisecond, PromptTokens: 11, OutputTokens: 1, Source: 1},
+		{At: 40 * time.Millisecond, PromptTokens: 12, OutputTokens: 2, Source: 1},
 		{At: 60 * time.Millisecond, PromptTokens: 13, OutputTokens: 3},
 	}
 	const timeScale = 2 // the wall clock runs at half the target's time
@@ -181,7 +182,7 @@ func TestRunRecordsDrops(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	want := []Drop{{At: 40 * time.Millisecond, PromptTokens: 12, MaxTokens: 2}, {At: 60 * time.Millisecond, PromptTokens: 13, MaxTokens: 3}}
+	want := []Drop{{At: 40 * time.Millisecond, PromptTokens: 12, MaxTokens: 2, Source: 1}, {At: 60 * time.Millisecond, PromptTokens: 13, MaxTokens: 3}}
 	if len(rep.Drops) != len(want) {
 		t.Fatalf("Drops %+v; want %d drops", rep.Drops, len(want))
 	}
@@ -191,7 +192,13 @@ func TestRunRecordsDrops(t *testing.T) {
 		}
 	}
 	if len(rep.Results) != 2 {
-		t.Errorf("%d results, want the 2 requests sent", len(rep.Results))
+		t.Fatalf("%d results, want the 2 requests sent", len(rep.Results))
+	}
+	// Each result keeps its trace request's source file.
+	for i, r := range rep.Results {
+		if r.PromptTokens != trace[i].PromptTokens || r.Source != trace[i].Source {
+			t.Errorf("result %d: prompt %d source %d, want %d and %d", i, r.PromptTokens, r.Source, trace[i].PromptTokens, trace[i].Source)
+		}
 	}
 }
 

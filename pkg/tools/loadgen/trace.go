@@ -24,6 +24,9 @@ type TraceRequest struct {
 	At           time.Duration
 	PromptTokens int
 	OutputTokens int
+	// Source is the index, among the files given, of the file the request
+	// came from in a merged trace (ReadMergedTraceFiles); 0 otherwise.
+	Source int
 }
 
 // traceTimeLayout is the TIMESTAMP format of the Azure LLM inference
@@ -140,7 +143,8 @@ func readTraceFile(path string) ([]TraceRequest, time.Time, error) {
 // merges them into one trace by their TIMESTAMPs, as if one server had
 // received every file's requests: arrival times are made relative to the
 // earliest first row of all files, and requests at the same instant keep
-// the order of the files given. Taken by their first rows, every file must
+// the order of the files given. Each request's Source is its file's index
+// in paths. Taken by their first rows, every file must
 // start before the files that started earlier have all ended (a merge of
 // traces recorded apart would replay the gap between them): otherwise it
 // is an error that names the file, its span and where the others ended.
@@ -181,10 +185,11 @@ func ReadMergedTraceFiles(paths ...string) ([]TraceRequest, error) {
 	}
 	earliest := byStart[0].first
 	out := make([]TraceRequest, 0, total)
-	for _, p := range parts {
+	for i, p := range parts {
 		off := p.first.Sub(earliest)
 		for _, r := range p.reqs {
 			r.At += off
+			r.Source = i
 			out = append(out, r)
 		}
 	}

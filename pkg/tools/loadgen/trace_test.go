@@ -26,12 +26,12 @@ func TestReadTrace(t *testing.T) {
 				"2023-11-16 18:17:03.9799600,4808,10\n" +
 				"2023-11-16 18:17:04.0319600,3180,8\n" +
 				"2023-11-16 18:17:05.9799600,110,27\n",
-			want: []TraceRequest{{0, 4808, 10}, {52 * time.Millisecond, 3180, 8}, {2 * time.Second, 110, 27}},
+			want: []TraceRequest{{0, 4808, 10, 0}, {52 * time.Millisecond, 3180, 8, 0}, {2 * time.Second, 110, 27, 0}},
 		},
 		{
 			name: "columns in another order, extra column",
 			in:   "GeneratedTokens,Other,TIMESTAMP,ContextTokens\n5,x,2023-11-16 00:00:00,7\n",
-			want: []TraceRequest{{0, 7, 5}},
+			want: []TraceRequest{{0, 7, 5, 0}},
 		},
 		{name: "missing column", in: "TIMESTAMP,ContextTokens\n", wantErr: "lacks [GeneratedTokens]"},
 		{name: "empty", in: "TIMESTAMP,ContextTokens,GeneratedTokens\n", wantErr: "no requests"},
@@ -107,17 +107,17 @@ func TestReadMergedTraceFiles(t *testing.T) {
 		want    []TraceRequest
 		wantErr string
 	}{
-		{"one file is read as it is", []string{a}, []TraceRequest{{0, 1, 1}, {2 * time.Second, 2, 2}}, ""},
+		{"one file is read as it is", []string{a}, []TraceRequest{{0, 1, 1, 0}, {2 * time.Second, 2, 2, 0}}, ""},
 		{"the later file is offset by its start", []string{a, b}, []TraceRequest{
-			{0, 3, 3}, {time.Second, 1, 1}, {time.Second, 4, 4}, {3 * time.Second, 2, 2}, {8500 * time.Millisecond, 5, 5},
+			{0, 3, 3, 1}, {time.Second, 1, 1, 0}, {time.Second, 4, 4, 1}, {3 * time.Second, 2, 2, 0}, {8500 * time.Millisecond, 5, 5, 1},
 		}, ""},
 		{"ties keep the order of the files", []string{b, a}, []TraceRequest{
-			{0, 3, 3}, {time.Second, 4, 4}, {time.Second, 1, 1}, {3 * time.Second, 2, 2}, {8500 * time.Millisecond, 5, 5},
+			{0, 3, 3, 0}, {time.Second, 4, 4, 0}, {time.Second, 1, 1, 1}, {3 * time.Second, 2, 2, 1}, {8500 * time.Millisecond, 5, 5, 0},
 		}, ""},
 		{"a bad file is named", []string{a, bad}, nil, "bad.csv"},
 		{"a file that starts after the others end", []string{a, b, later}, nil, "later.csv (2023-11-16 18:00:10 to 2023-11-16 18:00:10) starts after every earlier file has ended (2023-11-16 18:00:09.5)"},
 		{"a file inside another's span, after a third has ended, is kept", []string{a, b, inner}, []TraceRequest{
-			{0, 3, 3}, {time.Second, 1, 1}, {time.Second, 4, 4}, {3 * time.Second, 2, 2}, {4 * time.Second, 7, 7}, {8500 * time.Millisecond, 5, 5},
+			{0, 3, 3, 1}, {time.Second, 1, 1, 0}, {time.Second, 4, 4, 1}, {3 * time.Second, 2, 2, 0}, {4 * time.Second, 7, 7, 2}, {8500 * time.Millisecond, 5, 5, 1},
 		}, ""},
 		{"a missing file", []string{a, filepath.Join(dir, "none.csv")}, nil, "none.csv"},
 		{"no file", nil, nil, "no trace file"},
@@ -155,7 +155,7 @@ func TestMergeRepositoryTraces(t *testing.T) {
 	if span := reqs[len(reqs)-1].At; span < 3513*time.Second || span > 3514*time.Second {
 		t.Errorf("span %s, want 18:15:46.68 to 19:14:19.93 (3,513.2 s)", span)
 	}
-	if r := reqs[0]; r != (TraceRequest{0, 374, 44}) {
+	if r := reqs[0]; r != (TraceRequest{0, 374, 44, 1}) {
 		t.Errorf("first request %+v, want the conv trace's first (374 and 44 tokens at 0)", r)
 	}
 	for i := 1; i < len(reqs); i++ {
@@ -179,7 +179,7 @@ func TestMergeRepositoryTraces(t *testing.T) {
 // TestPlanFollowsTrace: a trace's requests are planned at their times,
 // divided by the time scale, with their lengths.
 func TestPlanFollowsTrace(t *testing.T) {
-	cfg := Config{TimeScale: 4, Trace: []TraceRequest{{0, 10, 2}, {4 * time.Second, 20, 3}}}
+	cfg := Config{TimeScale: 4, Trace: []TraceRequest{{0, 10, 2, 0}, {4 * time.Second, 20, 3, 0}}}
 	got := plan(cfg)
 	want := []arrival{{at: 0, prompt: 10, output: 2}, {at: time.Second, prompt: 20, output: 3}}
 	if len(got) != len(want) {
