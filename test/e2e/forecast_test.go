@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +222,32 @@ func TestForecastAheadOfBursts(t *testing.T) {
 				k+1, q.Ready, fcNeeded, q.Spec, q.Desired, fcValue(q.queue))
 		}
 	}
+	checkChoicesCounted(t, e)
+}
+
+// checkChoicesCounted: the adapter's /metrics counts auto's choices, by
+// the method asked and the estimator chosen; the recipe's HPA asked auto,
+// which chose fcWant at least once (other tests may add to the counter).
+func checkChoicesCounted(t *testing.T, e *framework.Environment) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	page, err := adapterPage(ctx, e)
+	if err != nil {
+		t.Fatalf("adapter /metrics: %v", err)
+	}
+	lines := seriesOf(page)["inference_metrics_adapter_forecasts_total"]
+	want := fmt.Sprintf(`inference_metrics_adapter_forecasts_total{estimator=%q,method="auto"} `, fcWant)
+	for _, line := range lines {
+		if v, ok := strings.CutPrefix(line, want); ok {
+			if n, err := strconv.ParseFloat(v, 64); err != nil || n < 1 {
+				t.Errorf("%s: want a count of at least 1", line)
+			}
+			t.Logf("auto's choices counted: %s", strings.Join(lines, "; "))
+			return
+		}
+	}
+	t.Errorf("the adapter's /metrics has no %s… line; its forecasts_total lines: %q", want, lines)
 }
 
 // forecastMetric is the recipe's Object metric.

@@ -189,6 +189,15 @@ func (r *report) markdown() string {
 			held = append(held, fmt.Sprintf("%s #%d %s", run.Policy.Name, max(run.Repeat, 1), h))
 		}
 	}
+	var made []string
+	for _, run := range r.Runs {
+		if f := forecastsText(run.Summary.Forecasts); f != "" {
+			made = append(made, fmt.Sprintf("%s #%d %s", run.Policy.Name, max(run.Repeat, 1), f))
+		}
+	}
+	if len(made) > 0 {
+		b.WriteString("\nForecasts the adapter made after the warm-up, by method/estimator (for auto, the estimator it chose): " + strings.Join(made, "; ") + ".\n")
+	}
 	if len(held) > 0 {
 		b.WriteString("\nHeld by the scale-down window (desired above every metric's recommendation, after the warm-up): " + strings.Join(held, "; ") + ".\n")
 	}

@@ -97,6 +97,14 @@ type Sample struct {
 	// The forecast is the HPA's last read, up to a sync period older than
 	// the demand: one sample's value is noisy, their median is the figure.
 	Dispersion *float64 `json:"dispersion,omitempty"`
+	// Forecasts is how many forecasts the adapter made since the previous
+	// sample with pods, by "METHOD/ESTIMATOR" (its counter
+	// inference_metrics_adapter_forecasts_total; for method auto the
+	// estimator is the one it chose), the series that grew only: so only
+	// on samples with pods after the first, in HPA runs not side by side
+	// (the counter is over every workload). Absent when none was made or
+	// the counter was not read.
+	Forecasts map[string]int `json:"forecasts,omitempty"`
 }
 
 // HPARead is one metric's value as the HPA's status reports it.
@@ -226,6 +234,11 @@ type Summary struct {
 	// fleet is shared, so these phases have no GPU-hours. Absent for a
 	// trace of one file.
 	BySource []Phase `json:"bySource,omitempty"`
+	// Forecasts is Sample.Forecasts summed over the samples after the
+	// warm-up: the forecasts the adapter made for this run, by
+	// "METHOD/ESTIMATOR" (e.g. auto/holt, auto/staffing: how often auto
+	// chose each). Absent when none was counted.
+	Forecasts map[string]int `json:"forecasts,omitempty"`
 }
 
 // scoring is how runs are scored: the SLO, the warm-up left out of the
@@ -303,6 +316,7 @@ func summarize(policy, trace string, sc scoring, recs []Record, samples []Sample
 	s.BurstScores = scoreBursts(slo, recs, samples, sc.Bursts, sc.Warmup, s.Span)
 	s.HeldByWindow, s.HeldReplicaHours = heldByWindow(samples, sc.Warmup)
 	s.BySource = scoreBySource(slo, recs, sc.Sources, sc.Warmup)
+	s.Forecasts = forecastsAfter(samples, sc.Warmup)
 	var reactions []time.Duration
 	for _, bs := range sc.Bursts {
 		b := bs.Start

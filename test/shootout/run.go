@@ -313,12 +313,20 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	}
 	defer fe.Close()
 
+	// The adapter's forecast counter is over every workload: read only
+	// when this run is the only one.
+	var forecasts forecastReader
+	if cfg.sideBySide <= 1 && p.isHPA() {
+		if forecasts, err = adapterForecasts(e); err != nil {
+			return res, err
+		}
+	}
 	say("%s: replaying %s: %d requests over %s simulated (%s wall)", p.Name, traceName, len(reqs), reqs[len(reqs)-1].At.Round(time.Second), tm.wall(reqs[len(reqs)-1].At).Round(time.Second))
 	replayStart := time.Now()
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var samples []Sample
 	var wg sync.WaitGroup
-	wg.Go(func() { samples = sample(sampleCtx, e, ns, selector, replayStart, tm, p.Name, say) })
+	wg.Go(func() { samples = sample(sampleCtx, e, ns, selector, replayStart, tm, p.Name, forecasts, say) })
 	var scheduleErr error
 	if len(steps) > 1 {
 		say("%s: %d replica changes on the oracle's schedule", p.Name, len(steps)-1)
@@ -370,14 +378,16 @@ var podSignalNames = []string{metricQueue, metricBatch, metricKV, metricGPU}
 // sample records the fleet every sampleEvery until ctx ends: the pods, the
 // Deployment's desired and Ready replicas, what the HPA's status says it
 // read for each of its metrics, and, once per HPA sync period, each pod's
-// queue, batch, KV cache and GPU utilization as the adapter serves them.
-// It prints a line every 40 samples.
-func sample(ctx context.Context, e *env, ns string, selector labels.Selector, start time.Time, tm timing, name string, say func(string, ...any)) []Sample {
+// queue, batch, KV cache and GPU utilization as the adapter serves them
+// and, with forecasts, the forecasts the adapter made since the previous
+// such sample. It prints a line every 40 samples.
+func sample(ctx context.Context, e *env, ns string, selector labels.Selector, start time.Time, tm timing, name string, forecasts forecastReader, say func(string, ...any)) []Sample {
 	c := e.cp.Client
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	podEvery := max(1, int(math.Round(float64(tm.wall(tm.HPASync))/float64(sampleEvery))))
 	var out []Sample
+	var madeBefore map[string]float64 // the forecast counter at the previous read
 	for i := 0; ; i++ {
 		now := time.Now()
 		s := Sample{T: time.Duration(float64(now.Sub(start)) * tm.Compress)}
@@ -404,6 +414,18 @@ func sample(ctx context.Context, e *env, ns string, selector labels.Selector, st
 		if pods != nil && i%podEvery == 0 {
 			pctx, cancel := context.WithTimeout(context.Background(), sampleEvery*4)
 			s.Pods = samplePods(pctx, e, ns, selector, pods)
+			if forecasts != nil {
+				// A failed read leaves this sample without counts; the next
+				// one counts from the last good read.
+				if made, err := forecasts(pctx); err == nil {
+					if madeBefore != nil {
+						s.Forecasts = countsSince(made, madeBefore)
+					}
+					madeBefore = made
+				} else {
+					klog.InfoS("shootout: reading the adapter's forecast counter failed", "namespace", ns, "err", err)
+				}
+			}
 			cancel()
 			if v, _, ok := sampledDemand(s.Pods); ok {
 				s.Demand = &v

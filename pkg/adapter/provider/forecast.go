@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -69,6 +70,28 @@ func DefaultForecastConfig() ForecastConfig {
 		Bursty:       forecast.DefaultBursty,
 		MaxWorkloads: DefaultMaxForecastWorkloads,
 	}
+}
+
+// newForecastCounter is inference_metrics_adapter_forecasts_total: the
+// forecasts made (answers computed, not those the answer cache kept), by
+// the method asked (the default or the method= selector) and the
+// estimator that made each, which for auto is the one it chose. Its
+// series are the methods' own estimators and auto's two choices, set to 0
+// from the start.
+func newForecastCounter() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "inference_metrics_adapter_forecasts_total",
+		Help: "Forecasts of inference_demand_forecast_per_replica made (answers computed, not those the answer cache kept), by the method asked and the estimator that made each: for method auto, the one it chose (holt or staffing).",
+	}, []string{"method", "estimator"})
+	for _, m := range forecast.Methods() {
+		if m == forecast.Auto {
+			c.WithLabelValues(string(m), string(forecast.Holt))
+			c.WithLabelValues(string(m), string(forecast.Staffing))
+			continue
+		}
+		c.WithLabelValues(string(m), string(m))
+	}
+	return c
 }
 
 // newHistories returns the forecast's histories, spanning the longer of the
@@ -317,6 +340,7 @@ func (p *Provider) forecastValue(ctx context.Context, k kind, name types.Namespa
 	mv.Metric.Name = catalog.DemandForecastPerReplica
 	window := max(1, int64(math.Ceil(q.window.Seconds())))
 	mv.WindowSeconds = &window
+	p.forecasts.WithLabelValues(string(q.method), string(res.Method)).Inc()
 	return &mv, nil
 }
 

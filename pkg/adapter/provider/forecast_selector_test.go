@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -206,15 +207,18 @@ func TestForecastAuto(t *testing.T) {
 		cfg      ForecastConfig
 		selector string
 		same     string // the selector whose answer auto's must equal
+		// asked and chose are the method the selector (or the default)
+		// asks for and the estimator that answers it, as counted.
+		asked, chose forecast.Method
 	}{
-		{"bursts in the span: staffing", byDefault, "method=auto", "method=staffing"},
-		{"auto is the default", byDefault, "", "method=staffing"},
-		{"the default on a steady span: holt", steadySpan, "", "method=holt"},
-		{"--forecast-method staffing on a steady span", staffingByFlag, "", "method=staffing"},
-		{"z applies to auto's staffing", byDefault, "method=auto,z=0", "method=staffing,z=0"},
-		{"a 1m span holds the steady minute only: holt", steadySpan, "method=auto", "method=holt"},
-		{"a threshold above the bursts': holt", high, "method=auto", "method=holt"},
-		{"auto's window is holt's", high, "method=auto,window=1m", "method=holt,window=1m"},
+		{"bursts in the span: staffing", byDefault, "method=auto", "method=staffing", forecast.Auto, forecast.Staffing},
+		{"auto is the default", byDefault, "", "method=staffing", forecast.Auto, forecast.Staffing},
+		{"the default on a steady span: holt", steadySpan, "", "method=holt", forecast.Auto, forecast.Holt},
+		{"--forecast-method staffing on a steady span", staffingByFlag, "", "method=staffing", forecast.Staffing, forecast.Staffing},
+		{"z applies to auto's staffing", byDefault, "method=auto,z=0", "method=staffing,z=0", forecast.Auto, forecast.Staffing},
+		{"a 1m span holds the steady minute only: holt", steadySpan, "method=auto", "method=holt", forecast.Auto, forecast.Holt},
+		{"a threshold above the bursts': holt", high, "method=auto", "method=holt", forecast.Auto, forecast.Holt},
+		{"auto's window is holt's", high, "method=auto,window=1m", "method=holt,window=1m", forecast.Auto, forecast.Holt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := burstyThenSteady(t, start, tc.cfg)
@@ -228,6 +232,18 @@ func TestForecastAuto(t *testing.T) {
 			}
 			if v != want {
 				t.Errorf("%q: %g, want %q's %g", tc.selector, v, tc.same, want)
+			}
+			// inference_metrics_adapter_forecasts_total counts each answer
+			// by the method asked and the estimator that made it.
+			counts := map[[2]forecast.Method]float64{{tc.asked, tc.chose}: 1}
+			counts[[2]forecast.Method{tc.chose, tc.chose}]++
+			for _, series := range [][2]forecast.Method{
+				{forecast.Auto, forecast.Holt}, {forecast.Auto, forecast.Staffing},
+				{forecast.Holt, forecast.Holt}, {forecast.Staffing, forecast.Staffing}, {forecast.Envelope, forecast.Envelope},
+			} {
+				if got := testutil.ToFloat64(f.prov.forecasts.WithLabelValues(string(series[0]), string(series[1]))); got != counts[series] {
+					t.Errorf("forecasts_total{method=%q,estimator=%q} = %g, want %g", series[0], series[1], got, counts[series])
+				}
 			}
 		})
 	}

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +125,12 @@ func TestForecastPerReplica(t *testing.T) {
 			}
 		}
 	}
+	if n := testutil.CollectAndCount(f.prov.forecasts); n != 5 {
+		t.Errorf("forecasts_total has %d series, want 5 (each method's estimator, auto's two)", n)
+	}
+	if got := sumCounter(t, f.prov.forecasts); got != 0 {
+		t.Errorf("forecasts_total sums to %g after only absent answers, want 0", got)
+	}
 	step(4)
 	steady := 10 + forecast.DefaultZ*math.Sqrt(10)
 	for _, tc := range []struct {
@@ -151,6 +160,18 @@ func TestForecastPerReplica(t *testing.T) {
 	} {
 		if _, err := f.ask(catalog.DemandForecastPerReplica, "llm", tc.sel); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want a 404 saying %q", tc.sel, err, tc.want)
+		}
+	}
+	// The answers made are counted by method asked and estimator (auto
+	// chose holt twice); the absent ones are not.
+	for _, tc := range []struct {
+		method, estimator string
+		want              float64
+	}{
+		{"auto", "holt", 2}, {"auto", "staffing", 0}, {"staffing", "staffing", 1}, {"envelope", "envelope", 2}, {"holt", "holt", 1},
+	} {
+		if got := testutil.ToFloat64(f.prov.forecasts.WithLabelValues(tc.method, tc.estimator)); got != tc.want {
+			t.Errorf("forecasts_total{method=%q,estimator=%q} = %g, want %g", tc.method, tc.estimator, got, tc.want)
 		}
 	}
 
@@ -285,5 +306,32 @@ func TestDiscoveryListsForecast(t *testing.T) {
 	}
 	if len(kinds) != 2 || !kinds["deployments.apps"] || !kinds["statefulsets.apps"] {
 		t.Errorf("listed for %v, want deployments.apps and statefulsets.apps", kinds)
+	}
+}
+
+// sumCounter is the sum of a counter vector's series.
+func sumCounter(t *testing.T, c *prometheus.CounterVec) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 16)
+	go func() { c.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		sum += pb.GetCounter().GetValue()
+	}
+	return sum
+}
+
+// TestForecastCounterRegistered: the provider registers
+// inference_metrics_adapter_forecasts_total in Config.Registerer, its five
+// series present at 0 before any forecast.
+func TestForecastCounterRegistered(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	New(Config{MaxAge: 15 * time.Second, Window: 5 * time.Second, Registerer: reg}, Listers{}, store.New(), &recordingDemand{}, testclock.NewFakePassiveClock(time.Now()))
+	if n, err := testutil.GatherAndCount(reg, "inference_metrics_adapter_forecasts_total"); err != nil || n != 5 {
+		t.Errorf("gathered %d series (%v), want 5", n, err)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -119,6 +120,9 @@ type Config struct {
 	// Forecast sets inference_demand_forecast_per_replica (forecast.go);
 	// a zero ForecastConfig (no Method) is DefaultForecastConfig().
 	Forecast ForecastConfig
+	// Registerer takes the provider's counters (forecasts made, by method
+	// and estimator); nil registers them nowhere.
+	Registerer prometheus.Registerer
 }
 
 // Provider implements the custom metrics provider interface.
@@ -130,6 +134,9 @@ type Provider struct {
 	clock  clock.PassiveClock
 	// histories are the workloads' demand histories the forecast reads.
 	histories *forecast.Histories
+	// forecasts counts the forecasts made, by method asked and estimator
+	// used (newForecastCounter).
+	forecasts *prometheus.CounterVec
 }
 
 var _ cmprovider.CustomMetricsProvider = (*Provider)(nil)
@@ -139,7 +146,11 @@ func New(cfg Config, list Listers, values Values, demand Demand, clk clock.Passi
 	if cfg.Forecast.Method == "" {
 		cfg.Forecast = DefaultForecastConfig()
 	}
-	return &Provider{cfg: cfg, list: list, values: values, demand: demand, clock: clk, histories: newHistories(cfg)}
+	p := &Provider{cfg: cfg, list: list, values: values, demand: demand, clock: clk, histories: newHistories(cfg), forecasts: newForecastCounter()}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(p.forecasts)
+	}
+	return p
 }
 
 type kind uint8

@@ -200,7 +200,7 @@ func build(cfg *Config, clk clock.WithTicker) (*adapter, error) {
 		}
 	}
 
-	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, RoleLabel: cfg.RoleLabel, Latency: latency, Forecast: cfg.Forecast},
+	p := provider.New(provider.Config{MaxAge: cfg.MaxAge, Window: cfg.Scrape.Interval, SLOWindow: cfg.SLOWindow, RoleLabel: cfg.RoleLabel, Latency: latency, Forecast: cfg.Forecast, Registerer: reg},
 		provider.Listers{Pods: w.pods, Deployments: w.deployments, StatefulSets: w.statefulsets, LeaderWorkerSets: lwss},
 		st, tracker, clk)
 	cfg.Adapter.WithCustomMetrics(p)
