@@ -238,14 +238,19 @@ func (r *report) writeFrontier(w io.Writer) error {
 }
 
 // burstColumns ends a table's header row with one column per burst (its
-// minutes, * in the warm-up) and writes the separator row.
+// minutes, in a merged trace the file that burst, * in the warm-up) and
+// writes the separator row.
 func (r *report) burstColumns(b *strings.Builder) {
 	for _, s := range r.BurstSpans {
 		mark := ""
 		if s.Start < r.Warmup {
 			mark = "*"
 		}
-		fmt.Fprintf(b, " %g–%g min%s |", s.Start.Minutes(), s.End.Minutes(), mark)
+		from := ""
+		if s.Source != nil && *s.Source < len(r.Sources) {
+			from = " " + r.Sources[*s.Source]
+		}
+		fmt.Fprintf(b, " %g–%g min%s%s |", s.Start.Minutes(), s.End.Minutes(), from, mark)
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.BurstSpans)) + "\n")
 }
@@ -308,7 +313,11 @@ func (r *report) pointsMarkdown(b *strings.Builder) {
 			pct(p.Attainment), pct(p.TTFTAttainment), pct(p.TPOTAttainment), num2(p.GPUHours), num2(p.Goodput), pct(p.WholeAttainment), num2(p.WholeGPUHours))
 	}
 	if len(r.BurstSpans) > 0 {
-		b.WriteString("\nAttainment of the requests that arrived in each burst's minutes (mean over the repeats; * in the warm-up):\n\n| policy |")
+		title := "Attainment of the requests that arrived in each burst's minutes"
+		if len(r.Sources) > 1 {
+			title += ", of the file that burst (each file's bursts found on its own arrivals)"
+		}
+		b.WriteString("\n" + title + " (mean over the repeats; * in the warm-up):\n\n| policy |")
 		r.burstColumns(b)
 		for _, p := range pts {
 			fmt.Fprintf(b, "| %s |", p.Policy)

@@ -412,6 +412,28 @@ func isRate(name string) bool {
 	return rate
 }
 
+// isLatency reports whether the metric is a latency percentile (seconds).
+// The simulator observes its latencies in simulated time, so their values
+// and targets need no compression.
+func isLatency(name string) bool {
+	s, ok := catalog.ByName(name)
+	if !ok {
+		return false
+	}
+	_, _, q := s.Quantile()
+	return q
+}
+
+// wallTarget is q in wall-clock terms: a rate (per simulated second) times
+// the compression; other metrics (a latency percentile too: isLatency) as
+// they are.
+func wallTarget(q resource.Quantity, name string, tm timing) resource.Quantity {
+	if isRate(name) {
+		return *resource.NewMilliQuantity(int64(float64(q.MilliValue())*tm.Compress), resource.DecimalSI)
+	}
+	return q
+}
+
 // hpa is the HorizontalPodAutoscaler of policy p for Deployment name, in
 // wall-clock terms: every policy gets minReplicas, maxReplicas and the
 // default behavior unless its spec sets its own; behavior seconds are
@@ -441,10 +463,10 @@ func hpa(p policy, name string, minReplicas, maxReplicas int32, tm timing) *auto
 				return w.String()
 			})
 		}
-		if t := metricTarget(m); t != nil && isRate(metricName(m)) {
+		if t := metricTarget(m); t != nil {
 			for _, q := range []*resource.Quantity{t.Value, t.AverageValue} {
 				if q != nil {
-					*q = *resource.NewMilliQuantity(int64(float64(q.MilliValue())*tm.Compress), resource.DecimalSI)
+					*q = wallTarget(*q, metricName(m), tm)
 				}
 			}
 		}
@@ -757,6 +779,8 @@ func family(p policy) string {
 			f = "kv"
 		case isRate(name):
 			f = "rate"
+		case isLatency(name):
+			f = "latency"
 		}
 		out = append(out, f)
 	}

@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -621,5 +622,34 @@ func TestCommittedRateFloorPolicyFiles(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: policies (-want +got):\n%s", file, diff)
 		}
+	}
+}
+
+// TestHPALatencyTargets: a latency percentile (the simulator observes it
+// in simulated time) keeps its target and its reads as written, in
+// simulated seconds; its family is "latency".
+func TestHPALatencyTargets(t *testing.T) {
+	tm := newTiming(15, time.Minute)
+	p, err := userPolicy("p", "inference_demand_per_replica:3+inference_inter_token_latency_p90_seconds:0.1", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := family(p); got != "demand+latency" {
+		t.Errorf("family %q, want demand+latency", got)
+	}
+	h := hpa(p, deploymentName, 1, 8, tm)
+	if got := h.Spec.Metrics[1].Pods.Target.AverageValue; got.String() != "100m" {
+		t.Errorf("latency target %s, want 100m as written", got.String())
+	}
+	h.Status.CurrentMetrics = []autoscalingv2.MetricStatus{
+		{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricStatus{Metric: autoscalingv2.MetricIdentifier{Name: "inference_inter_token_latency_p90_seconds"},
+			Current: autoscalingv2.MetricValueStatus{AverageValue: new(resource.MustParse("150m"))}}},
+	}
+	got := hpaReads(h, tm, fleetCounts{Ready: 4, Current: 4})
+	if v := got[1].Value; v == nil || math.Abs(*v-0.15) > 1e-9 {
+		t.Errorf("latency read %v, want 0.15 as read", v)
+	}
+	if r := got[1].Recommended; r == nil || *r != 6 {
+		t.Errorf("recommended %v, want ⌈4 × 0.15 / 0.1⌉ = 6", r)
 	}
 }

@@ -133,6 +133,9 @@ func prepareTrace(path string, cfg config) (preparedTrace, error) {
 		return t, fmt.Errorf("trace %s: --warmup %s leaves nothing to score: its last request is at %s", path, cfg.warmup, last.Round(time.Second))
 	}
 	t.bursts = findBurstSpans(arrivals)
+	if len(files) > 1 {
+		t.bursts = findSourceBursts(t.reqs, len(files))
+	}
 	return t, nil
 }
 

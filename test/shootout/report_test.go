@@ -498,3 +498,54 @@ func TestReportBySource(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceBursts: in a merged trace each file's bursts are found on its
+// own arrivals, so that a burst under another file's steady base, which the
+// merged arrivals hide, is found and tagged with its file; its score counts
+// that file's requests only, and the tables name the file.
+func TestSourceBursts(t *testing.T) {
+	var reqs []loadgen.TraceRequest
+	var arrivals []time.Duration
+	for m := range 20 {
+		// File 1: a steady 40 a minute. File 0: 1 a minute, 31 in minute 12.
+		for i := range 40 {
+			reqs = append(reqs, loadgen.TraceRequest{At: time.Duration(m)*time.Minute + time.Duration(i)*time.Second, Source: 1})
+		}
+		n := 1
+		if m == 12 {
+			n = 31
+		}
+		for i := range n {
+			reqs = append(reqs, loadgen.TraceRequest{At: time.Duration(m)*time.Minute + time.Duration(i)*time.Second + time.Millisecond})
+		}
+	}
+	slices.SortStableFunc(reqs, func(a, b loadgen.TraceRequest) int { return int(a.At - b.At) })
+	for _, r := range reqs {
+		arrivals = append(arrivals, r.At)
+	}
+	if got := findBurstSpans(arrivals); len(got) != 0 {
+		t.Fatalf("the merged arrivals have bursts %+v; the test wants them hidden by the base", got)
+	}
+	got := findSourceBursts(reqs, 2)
+	if len(got) != 1 || got[0].Start != 12*time.Minute || got[0].End != 13*time.Minute || got[0].Source == nil || *got[0].Source != 0 {
+		t.Fatalf("bursts %+v, want minute 12 of file 0", got)
+	}
+	slo := SLO{TTFT: 2 * time.Second, TPOT: 100 * ms}
+	rec := func(at time.Duration, src int, ttft time.Duration) Record {
+		return Record{Sent: at, OutputTokens: 1, Tokens: 1, TTFT: ttft, E2E: ttft, Source: src}
+	}
+	recs := []Record{
+		rec(12*time.Minute, 0, time.Second), rec(12*time.Minute+time.Second, 0, 3*time.Second),
+		rec(12*time.Minute+2*time.Second, 1, time.Second), rec(12*time.Minute+3*time.Second, 1, time.Second), rec(12*time.Minute+4*time.Second, 1, time.Second),
+	}
+	bs := scoreBursts(slo, recs, nil, got, time.Minute, time.Hour)
+	if len(bs) != 1 || bs[0].Requests != 2 || bs[0].Attainment != 0.5 {
+		t.Errorf("burst scores %+v, want file 0's 2 requests, 1 good", bs)
+	}
+	r := report{Sources: []string{"code", "conv"}, BurstSpans: got, Warmup: time.Minute}
+	var b strings.Builder
+	r.burstColumns(&b)
+	if !strings.Contains(b.String(), " 12–13 min code |") {
+		t.Errorf("burst columns %q, want the file named", b.String())
+	}
+}

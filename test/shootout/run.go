@@ -463,7 +463,8 @@ func sample(ctx context.Context, e *env, ns string, selector labels.Selector, st
 // spec's order: every metric of the spec, its value absent while the
 // status has none, with the replicas it alone asks for (recommend, from
 // the value as read against the HPA's own target, by n, clamped to the
-// HPA's bounds). Rates are turned back into per simulated second.
+// HPA's bounds). Rates are turned back into per simulated second
+// (latencies are the simulator's, in simulated seconds already).
 func hpaReads(h *autoscalingv2.HorizontalPodAutoscaler, tm timing, n fleetCounts) []HPARead {
 	current := map[string]*float64{}
 	raw := map[string]float64{}

@@ -4,8 +4,12 @@
 package main
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
+
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
 // Phase is one stretch of a replay scored on its own: the requests sent in
@@ -127,6 +131,32 @@ func integrateBetween(samples []Sample, from, to time.Duration, count func(Sampl
 type burstSpan struct {
 	Start time.Duration `json:"start"`
 	End   time.Duration `json:"end"`
+	// Source is, in a merged trace, the index of the file whose arrivals
+	// burst (report.Sources): its score counts that file's requests only.
+	// Absent for a trace of one file.
+	Source *int `json:"source,omitempty"`
+}
+
+// findSourceBursts returns the bursts of each of n files of a merged trace:
+// findBurstSpans of that file's arrivals on the merged trace's clock (so
+// that a file's bursts are found under another file's steady base), each
+// tagged with its file, sorted by start (ties in file order).
+func findSourceBursts(reqs []loadgen.TraceRequest, n int) []burstSpan {
+	per := make([][]time.Duration, n)
+	for _, r := range reqs {
+		if r.Source >= 0 && r.Source < n {
+			per[r.Source] = append(per[r.Source], r.At)
+		}
+	}
+	var out []burstSpan
+	for i, arrivals := range per {
+		for _, b := range findBurstSpans(arrivals) {
+			b.Source = intPtr(i)
+			out = append(out, b)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b burstSpan) int { return cmp.Compare(a.Start, b.Start) })
+	return out
 }
 
 // findBurstSpans returns the bursts of the arrival times (sorted).
@@ -195,15 +225,25 @@ type BurstScore struct {
 	GapPeakRecommended *int `json:"gapPeakRecommended,omitempty"`
 }
 
-// scoreBursts scores each burst that starts within the span, and records
-// the fleet it met from the samples (sorted by time).
+// scoreBursts scores each burst that starts within the span (a merged
+// trace's burst: its file's requests only), and records the fleet it met
+// from the samples (sorted by time).
 func scoreBursts(slo SLO, recs []Record, samples []Sample, bursts []burstSpan, warmup, span time.Duration) []BurstScore {
 	var out []BurstScore
 	for i, b := range bursts {
 		if b.Start > span {
 			continue
 		}
-		p := scorePhase(slo, recs, nil, b.Start, b.End)
+		in := recs
+		if b.Source != nil {
+			in = nil
+			for _, r := range recs {
+				if r.Source == *b.Source {
+					in = append(in, r)
+				}
+			}
+		}
+		p := scorePhase(slo, in, nil, b.Start, b.End)
 		bs := BurstScore{Start: b.Start, End: b.End, Requests: p.Requests, Good: p.Good, Attainment: p.Attainment, InWarmup: b.Start < warmup}
 		var gapFrom time.Duration
 		if i > 0 {
