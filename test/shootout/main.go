@@ -295,8 +295,8 @@ func render(cfg config) error {
 		// shootout do not say which file of a merged trace each came from.
 		rep.Warmup, rep.BurstSpans, rep.Bursts, rep.Sources = cfg.warmup, t.bursts, len(t.bursts), t.sources
 		if !sourced && len(t.sources) > 0 {
-			fmt.Printf("%s-requests.csv has no source column (an older shootout's): no attainment by trace file\n", base)
-			rep.Sources = nil
+			fmt.Printf("%s-requests.csv has no source column (an older shootout's): no attainment by trace file, and each file's bursts are scored on every request of their minutes\n", base)
+			rep.Sources, rep.BurstSpans = nil, untagged(t.bursts)
 		}
 		if err := checkSources(recs, len(rep.Sources)); err != nil {
 			return fmt.Errorf("%s-requests.csv: %w", base, err)
@@ -327,4 +327,14 @@ func checkSources(recs map[runKey][]Record, n int) error {
 		}
 	}
 	return nil
+}
+
+// untagged is bursts without their files: scored on every request of their
+// minutes (records that do not say their file).
+func untagged(bursts []burstSpan) []burstSpan {
+	out := slices.Clone(bursts)
+	for i := range out {
+		out[i].Source = nil
+	}
+	return out
 }

@@ -542,6 +542,9 @@ func TestSourceBursts(t *testing.T) {
 	if len(bs) != 1 || bs[0].Requests != 2 || bs[0].Attainment != 0.5 {
 		t.Errorf("burst scores %+v, want file 0's 2 requests, 1 good", bs)
 	}
+	if all := scoreBursts(slo, recs, nil, untagged(got), time.Minute, time.Hour); len(all) != 1 || all[0].Requests != 5 || got[0].Source == nil {
+		t.Errorf("untagged burst scores %+v, want all 5 requests of its minute (and the tagged bursts unchanged)", all)
+	}
 	r := report{Sources: []string{"code", "conv"}, BurstSpans: got, Warmup: time.Minute}
 	var b strings.Builder
 	r.burstColumns(&b)

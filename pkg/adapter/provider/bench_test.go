@@ -138,3 +138,28 @@ func benchList1000HTTP(b *testing.B, clients int, ttl time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
 }
+
+// BenchmarkForecastAnswer is one answer of the demand forecast (auto) for a
+// Deployment of one pod with 21 samples of history: the estimate, the
+// value and the count of the answer by method and estimator.
+// BenchmarkForecastCount is that count alone, to read as a share of it.
+func BenchmarkForecastAnswer(b *testing.B) {
+	f := burstyThenSteady(b, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), DefaultForecastConfig())
+	sel := labels.Everything()
+	info := cmprovider.CustomMetricInfo{GroupResource: deploymentsGR, Namespaced: true, Metric: "inference_demand_forecast_per_replica"}
+	name := types.NamespacedName{Namespace: "ns", Name: "llm"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.prov.GetMetricByName(context.Background(), name, info, sel); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkForecastCount(b *testing.B) {
+	p := New(Config{MaxAge: 15 * time.Second, Window: time.Second}, Listers{}, store.New(), noDemand{}, testclock.NewFakePassiveClock(time.Now()))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.forecasts.WithLabelValues("auto", "staffing").Inc()
+	}
+}

@@ -169,7 +169,7 @@ func TestForecastSelectorSettings(t *testing.T) {
 // burstyThenSteady is a history, asked every 15 s from start, bursty
 // (demand 2 and 20 by turns, one request finishing a second) for four
 // minutes and steady at 10 in the last.
-func burstyThenSteady(t *testing.T, start time.Time, cfg ForecastConfig) *forecastFixture {
+func burstyThenSteady(t testing.TB, start time.Time, cfg ForecastConfig) *forecastFixture {
 	t.Helper()
 	f := newForecastFixture(t, start, cfg, "llm")
 	f.addPod("a", "llm", time.Minute)

@@ -32,7 +32,7 @@ import (
 // forecastFixture is a provider over one namespace's pods and deployments
 // (one per app label, of the same name), a store and a clock the test moves.
 type forecastFixture struct {
-	t     *testing.T
+	t     testing.TB
 	clk   *testclock.FakePassiveClock
 	st    *store.Store
 	pods  cache.Indexer
@@ -40,7 +40,7 @@ type forecastFixture struct {
 	count map[string]float64 // each pod's finished requests so far
 }
 
-func newForecastFixture(t *testing.T, start time.Time, cfg ForecastConfig, deployments ...string) *forecastFixture {
+func newForecastFixture(t testing.TB, start time.Time, cfg ForecastConfig, deployments ...string) *forecastFixture {
 	t.Helper()
 	idx := func() cache.Indexer {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
