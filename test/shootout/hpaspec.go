@@ -748,8 +748,9 @@ func hpaPolicy(h autoscalingv2.HorizontalPodAutoscaler, path string) policy {
 }
 
 // family is the signal family of a policy, for the frontier's lines:
-// "fixed", "gpu", "queue", "batch", "kv", "demand", "rate" (a request or
-// token rate), or for several metrics their families joined by "+".
+// "fixed", "gpu", "queue", "batch", "kv", "demand", "forecast", "rate" (a
+// request or token rate), "latency" (a latency percentile), "oracle", or
+// for several metrics their families joined by "+".
 func family(p policy) string {
 	if p.Family != "" {
 		return p.Family
