@@ -194,32 +194,46 @@ func points(runs []runResult) []Point {
 			WholeAttainment: pick(func(s Summary) float64 { return s.Attainment }),
 			WholeGPUHours:   pick(func(s Summary) float64 { return s.ReplicaHours }),
 		}
-		nb := 0
-		for _, r := range rs {
-			nb = max(nb, len(r.Summary.BurstScores))
-		}
-		for b := range nb {
-			pt.BurstAttainment = append(pt.BurstAttainment, pick(func(s Summary) float64 {
-				if b >= len(s.BurstScores) || s.BurstScores[b].Requests == 0 {
-					return math.NaN()
-				}
-				return s.BurstScores[b].Attainment
-			}))
-		}
-		burstFleetPoints(&pt, rs, nb)
-		ns := 0
-		for _, r := range rs {
-			ns = max(ns, len(r.Summary.BySource))
-		}
-		for i := range ns {
-			pt.SourceAttainment = append(pt.SourceAttainment, pick(func(s Summary) float64 {
-				if i >= len(s.BySource) || s.BySource[i].Requests == 0 {
-					return math.NaN()
-				}
-				return s.BySource[i].Attainment
-			}))
-		}
+		pt.BurstAttainment = attainmentByIndex(rs, func(s Summary, i int) (int, int, float64) {
+			if i >= len(s.BurstScores) {
+				return len(s.BurstScores), 0, 0
+			}
+			return len(s.BurstScores), s.BurstScores[i].Requests, s.BurstScores[i].Attainment
+		})
+		burstFleetPoints(&pt, rs, len(pt.BurstAttainment))
+		pt.SourceAttainment = attainmentByIndex(rs, func(s Summary, i int) (int, int, float64) {
+			if i >= len(s.BySource) {
+				return len(s.BySource), 0, 0
+			}
+			return len(s.BySource), s.BySource[i].Requests, s.BySource[i].Attainment
+		})
 		out = append(out, pt)
+	}
+	return out
+}
+
+// attainmentByIndex is, for each index below the longest of the runs'
+// lists (a run's bursts, its files), the interval over the runs of the
+// attainment at that index; at(s, i) gives the length of s's list and the
+// requests and attainment of its i-th entry (0 requests beyond its end). A
+// run without the entry, or without a request in it, is left out. Nil when
+// every list is empty.
+func attainmentByIndex(rs []runResult, at func(s Summary, i int) (n, requests int, attainment float64)) []Interval {
+	n := 0
+	for _, r := range rs {
+		l, _, _ := at(r.Summary, 0)
+		n = max(n, l)
+	}
+	var out []Interval
+	for i := range n {
+		xs := make([]float64, len(rs))
+		for j, r := range rs {
+			xs[j] = math.NaN()
+			if _, req, a := at(r.Summary, i); req > 0 {
+				xs[j] = a
+			}
+		}
+		out = append(out, interval(xs))
 	}
 	return out
 }
