@@ -102,7 +102,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.DurationVar(&o.requestTimeout, "request-timeout", o.requestTimeout, "Wall-clock limit of one request; a request past it is an error.")
 
 	fs = fss.FlagSet("SLO and cost")
-	fs.StringVar(&o.slo, "slo", o.slo, "SLOs, comma-separated: ttft:pNN<=DURATION, itl:pNN<=DURATION, e2e:pNN<=DURATION, errors<=PERCENT%.")
+	fs.StringVar(&o.slo, "slo", o.slo, "SLOs, comma-separated: ttft:pNN<=DURATION, itl:pNN<=DURATION, tpot:pNN<=DURATION, e2e:pNN<=DURATION, errors<=PERCENT%, good>=PERCENT% (docs/capacity.md#the-method).")
 	fs.Float64Var(&o.price, "price-per-gpu-hour", o.price, "Price of one GPU-hour, for the cost per 1,000 requests; 0 leaves cost out.")
 	fs.IntVar(&o.gpus, "gpus-per-replica", o.gpus, "GPUs one replica uses.")
 

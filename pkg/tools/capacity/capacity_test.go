@@ -40,7 +40,19 @@ func TestParseSLOs(t *testing.T) {
 		{"", nil, "at least one SLO"},
 		{"ttft:p90<500ms", nil, "want KIND"},
 		{"ttft:p100<=1s", nil, "percentile"},
-		{"tpot:p90<=1s", nil, "kind must be"},
+		{"tpot:p90<=100ms,ttft:p90<=2s,good>=97%", []SLO{
+			{Kind: KindTPOT, Quantile: 0.9, Max: 100 * time.Millisecond},
+			{Kind: KindTTFT, Quantile: 0.9, Max: 2 * time.Second},
+			{Kind: KindGood, MinAttainment: 0.97},
+		}, ""},
+		{"tbt:p90<=1s", nil, "kind must be"},
+		{"good>=97%", nil, "needs a latency objective"},
+		{"errors<=1%,good>=97%", nil, "needs a latency objective"},
+		{"ttft:p90<=1s,good>=0%", nil, "above 0"},
+		{"ttft:p90<=1s,good>=101%", nil, "at most 100"},
+		{"ttft:p90<=1s,good>=97", nil, "percentage"},
+		{"ttft:p90<=1s,errors>=1%", nil, "only good takes >="},
+		{"ttft:p90<=1s,good>=90%,good>=95%", nil, "given twice"},
 		{"ttft:p90<=-1s", nil, "positive duration"},
 		{"errors<=1", nil, "percentage"},
 		{"ttft:p90<=1s,ttft:p99<=2s", nil, "given twice"},
@@ -60,7 +72,7 @@ func TestParseSLOs(t *testing.T) {
 			if got[i] != tc.want[i] {
 				t.Errorf("ParseSLOs(%q)[%d] = %+v, want %+v", tc.in, i, got[i], tc.want[i])
 			}
-			if back, err := ParseSLOs(got[i].String()); err != nil || back[0] != got[i] {
+			if back, err := parseSLO(got[i].String()); err != nil || back != got[i] {
 				t.Errorf("String %q does not parse back: %v %v", got[i].String(), back, err)
 			}
 		}
@@ -175,6 +187,68 @@ func TestMeasure(t *testing.T) {
 	st = Measure(recorded(4, 10, 120, 100, 120), slos, 50)
 	if st.Pass || st.Checks[0].Met || st.Checks[0].Note != "no successful requests" || st.Throughput != 0 {
 		t.Errorf("step %+v, want failed latency checks", st.Checks)
+	}
+}
+
+func TestMeasureAttainment(t *testing.T) {
+	slos, err := ParseSLOs("ttft:p90<=500ms,tpot:p90<=20ms,errors<=5%,good>=97%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// slowTPOT gives the request a time per output token of 50 ms (its 10
+	// gaps after the first token over 500 ms).
+	slowTPOT := func(r *loadgen.Result) { r.E2E = r.TTFT + 500*time.Millisecond }
+	tests := []struct {
+		name           string
+		slow, failed   int // of the window's 100 requests
+		dropped        int
+		oneToken       int // requests of one token, slow: no TPOT to judge
+		wantAttainment float64
+		wantPass       bool
+	}{
+		{name: "all good", wantAttainment: 1, wantPass: true},
+		{name: "3 of 100 over the TPOT bound: at the bound", slow: 3, wantAttainment: 0.97, wantPass: true},
+		{name: "4 of 100 over it: the percentiles hold, the attainment does not", slow: 4, wantAttainment: 0.96},
+		{name: "failed requests are not good", slow: 2, failed: 2, wantAttainment: 0.96},
+		{name: "dropped arrivals are not good", dropped: 5, wantAttainment: 100.0 / 105},
+		{name: "one-token requests have no TPOT", oneToken: 10, wantAttainment: 1, wantPass: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := recorded(0, 10, 120, 100, 0)
+			in.Dropped = tc.dropped
+			var inWindow []*loadgen.Result
+			for i := range in.Results {
+				if r := &in.Results[i]; r.Sent >= in.Warmup {
+					inWindow = append(inWindow, r)
+				}
+			}
+			for i, r := range inWindow {
+				switch {
+				case i < tc.slow:
+					slowTPOT(r)
+				case i < tc.slow+tc.failed:
+					r.Err = errors.New("status 503")
+				case i < tc.slow+tc.failed+tc.oneToken:
+					r.Tokens, r.ITL = 1, nil
+					slowTPOT(r)
+				}
+			}
+			st := Measure(in, slos, 50)
+			if math.Abs(st.Attainment-tc.wantAttainment) > 1e-9 || st.Pass != tc.wantPass {
+				t.Errorf("attainment %v pass %v, want %v and %v; checks %+v", st.Attainment, st.Pass, tc.wantAttainment, tc.wantPass, st.Checks)
+			}
+			good := st.Checks[3]
+			if good.SLO != "good>=97%" || good.Value != st.Attainment || good.Met != (st.Attainment >= 0.97) {
+				t.Errorf("good check %+v, want good>=97%% with the attainment %v", good, st.Attainment)
+			}
+			if !st.Checks[0].Met || !st.Checks[1].Met {
+				t.Errorf("latency checks %+v, want both met: at most 4 of 100 requests are slow", st.Checks[:2])
+			}
+			if st.TPOT.N == 0 || st.TPOT.P90 != 10 {
+				t.Errorf("tpot %+v, want p90 10 ms over the requests of two tokens or more", st.TPOT)
+			}
+		})
 	}
 }
 

@@ -68,11 +68,11 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		{Name: "itl p90", Color: "#756bb1", X: xs, Y: pick(steps, func(s Step) (float64, int) { return s.ITL.P90, s.ITL.N })},
 		{Name: "e2e p90", Color: "#636363", X: xs, Y: pick(steps, func(s Step) (float64, int) { return s.E2E.P90, s.E2E.N })},
 	}
-	colors := map[string]string{KindTTFT: "#e6550d", KindITL: "#756bb1", KindE2E: "#636363"}
+	colors := map[string]string{KindTTFT: "#e6550d", KindITL: "#756bb1", KindTPOT: "#31a354", KindE2E: "#636363"}
 	var slos []svgchart.Rule
 	for i, text := range r.Setup.SLOs {
 		slo, err := parseSLO(text)
-		if err != nil || slo.Kind == KindErrors {
+		if err != nil || slo.Kind == KindErrors || slo.Kind == KindGood {
 			continue
 		}
 		slos = append(slos, svgchart.Rule{Label: "SLO " + text, At: ms(slo.Max), Color: colors[slo.Kind]})

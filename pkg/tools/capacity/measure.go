@@ -43,7 +43,8 @@ type Signals struct {
 // Check is one SLO evaluated on one step.
 type Check struct {
 	SLO string `json:"slo"`
-	// Value is the measured percentile in ms, or the error rate as a fraction.
+	// Value is the measured percentile in ms, or the error rate or the
+	// attainment as a fraction.
 	Value float64 `json:"value"`
 	Met   bool    `json:"met"`
 	// Note says why the check could not be made (no successful requests).
@@ -73,7 +74,14 @@ type Step struct {
 	ErrorRate float64     `json:"errorRate"`
 	TTFT      Percentiles `json:"ttft"`
 	ITL       Percentiles `json:"itl"`
-	E2E       Percentiles `json:"e2e"`
+	// TPOT is over requests: each one's time per output token, its mean gap
+	// after the first token (requests of two tokens or more).
+	TPOT Percentiles `json:"tpot"`
+	E2E  Percentiles `json:"e2e"`
+	// Attainment is the share of the requests sent in the window (and the
+	// arrivals dropped) that succeeded and met every latency SLO on their
+	// own; 0 when none was sent.
+	Attainment float64 `json:"attainment"`
 	// Good counts requests finished in the window that met every latency SLO
 	// on their own; Goodput is Good per second.
 	Good    int     `json:"good"`
@@ -139,7 +147,8 @@ func Measure(in StepInput, slos []SLO, minRequests int) Step {
 	}
 	whole := judge(sent, in.Dropped, slos)
 	st.Sent, st.Failed, st.ErrorRate = whole.sent, whole.failed, whole.errorRate
-	st.TTFT, st.ITL, st.E2E, st.Checks = whole.ttft, whole.itl, whole.e2e, whole.checks
+	st.TTFT, st.ITL, st.TPOT, st.E2E, st.Checks = whole.ttft, whole.itl, whole.tpot, whole.e2e, whole.checks
+	st.Attainment = whole.attainment
 	st.KeepsUp = st.Sent > 0 && float64(st.Completed) >= keepUpRatio*float64(st.Sent)
 	st.Pass = st.KeepsUp && whole.met && !st.Interrupted
 
@@ -175,16 +184,16 @@ func verdict(met bool) string {
 
 // judgement is a set of requests judged against the SLOs.
 type judgement struct {
-	sent, failed, ok int
-	errorRate        float64
-	ttft, itl, e2e   Percentiles
-	checks           []Check
-	met              bool
+	sent, failed, ok, good int
+	errorRate, attainment  float64
+	ttft, itl, tpot, e2e   Percentiles
+	checks                 []Check
+	met                    bool
 }
 
 func judge(sent []loadgen.Result, dropped int, slos []SLO) judgement {
 	j := judgement{sent: len(sent), met: true}
-	var ttft, itl, e2e []time.Duration
+	var ttft, itl, tpot, e2e []time.Duration
 	for _, r := range sent {
 		if r.Err != nil {
 			j.failed++
@@ -194,14 +203,22 @@ func judge(sent []loadgen.Result, dropped int, slos []SLO) judgement {
 		ttft = append(ttft, r.TTFT)
 		e2e = append(e2e, r.E2E)
 		itl = append(itl, r.ITL...)
+		if t, ok := requestTPOT(r); ok {
+			tpot = append(tpot, t)
+		}
+		if meetsLatencySLOs(r, slos) {
+			j.good++
+		}
 	}
 	if n := j.sent + dropped; n > 0 {
 		j.errorRate = float64(j.failed+dropped) / float64(n)
+		j.attainment = float64(j.good) / float64(n)
 	}
 	slices.Sort(ttft)
 	slices.Sort(itl)
+	slices.Sort(tpot)
 	slices.Sort(e2e)
-	j.ttft, j.itl, j.e2e = percentiles(ttft), percentiles(itl), percentiles(e2e)
+	j.ttft, j.itl, j.tpot, j.e2e = percentiles(ttft), percentiles(itl), percentiles(tpot), percentiles(e2e)
 	for _, s := range slos {
 		c := Check{SLO: s.String()}
 		switch s.Kind {
@@ -210,8 +227,13 @@ func judge(sent []loadgen.Result, dropped int, slos []SLO) judgement {
 			if j.sent+dropped == 0 {
 				c.Met, c.Note = false, "no requests sent"
 			}
+		case KindGood:
+			c.Value, c.Met = j.attainment, j.attainment >= s.MinAttainment
+			if j.sent+dropped == 0 {
+				c.Met, c.Note = false, "no requests sent"
+			}
 		default:
-			ds := map[string][]time.Duration{KindTTFT: ttft, KindITL: itl, KindE2E: e2e}[s.Kind]
+			ds := map[string][]time.Duration{KindTTFT: ttft, KindITL: itl, KindTPOT: tpot, KindE2E: e2e}[s.Kind]
 			if len(ds) == 0 {
 				c.Note = "no successful requests"
 				break
@@ -226,8 +248,9 @@ func judge(sent []loadgen.Result, dropped int, slos []SLO) judgement {
 }
 
 // meetsLatencySLOs reports whether one request met every latency SLO on its
-// own: its TTFT and end-to-end latency within the bounds, and the SLO's
-// percentile of its own inter-token gaps within the ITL bound.
+// own: its TTFT, time per output token and end-to-end latency within the
+// bounds, and the SLO's percentile of its own inter-token gaps within the
+// ITL bound.
 func meetsLatencySLOs(r loadgen.Result, slos []SLO) bool {
 	for _, s := range slos {
 		switch s.Kind {
@@ -243,9 +266,22 @@ func meetsLatencySLOs(r loadgen.Result, slos []SLO) bool {
 			if len(r.ITL) > 0 && loadgen.Percentile(r.ITL, s.Quantile) > s.Max {
 				return false
 			}
+		case KindTPOT:
+			if t, ok := requestTPOT(r); ok && t > s.Max {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// requestTPOT is a request's time per output token: its mean gap after the
+// first token, (e2e - ttft) / (tokens - 1); false below two tokens.
+func requestTPOT(r loadgen.Result) (time.Duration, bool) {
+	if r.Tokens < 2 {
+		return 0, false
+	}
+	return (r.E2E - r.TTFT) / time.Duration(r.Tokens-1), true
 }
 
 // quantile is the nearest-rank q-quantile of sorted ds, as loadgen computes it.

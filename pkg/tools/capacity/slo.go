@@ -14,6 +14,7 @@ package capacity
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -23,14 +24,18 @@ import (
 const (
 	KindTTFT   = "ttft"
 	KindITL    = "itl"
+	KindTPOT   = "tpot"
 	KindE2E    = "e2e"
 	KindErrors = "errors"
+	KindGood   = "good"
 )
 
-// SLO is one service-level objective: a latency percentile at most Max, or
-// an error rate at most MaxErrorRate.
+// SLO is one service-level objective: a latency percentile at most Max, an
+// error rate at most MaxErrorRate, or an attainment of at least
+// MinAttainment.
 type SLO struct {
-	// Kind is one of KindTTFT, KindITL, KindE2E, KindErrors.
+	// Kind is one of KindTTFT, KindITL, KindTPOT, KindE2E, KindErrors,
+	// KindGood.
 	Kind string `json:"kind"`
 	// Quantile is the latency percentile as a fraction (0.9 for p90); 0 for errors.
 	Quantile float64 `json:"quantile,omitempty"`
@@ -38,12 +43,18 @@ type SLO struct {
 	Max time.Duration `json:"maxNanoseconds,omitempty"`
 	// MaxErrorRate is the error-rate bound as a fraction (0.001 for 0.1%).
 	MaxErrorRate float64 `json:"maxErrorRate,omitempty"`
+	// MinAttainment is the share of requests that must meet every latency
+	// objective on their own, as a fraction (0.97 for 97%).
+	MinAttainment float64 `json:"minAttainment,omitempty"`
 }
 
 // String writes s the way ParseSLOs reads it, e.g. "ttft:p90<=500ms".
 func (s SLO) String() string {
-	if s.Kind == KindErrors {
+	switch s.Kind {
+	case KindErrors:
 		return fmt.Sprintf("errors<=%s%%", strconv.FormatFloat(s.MaxErrorRate*100, 'g', -1, 64))
+	case KindGood:
+		return fmt.Sprintf("good>=%s%%", strconv.FormatFloat(s.MinAttainment*100, 'g', -1, 64))
 	}
 	return fmt.Sprintf("%s:p%s<=%s", s.Kind, strconv.FormatFloat(s.Quantile*100, 'g', -1, 64), s.Max)
 }
@@ -52,11 +63,17 @@ func (s SLO) String() string {
 //
 //	ttft:p90<=500ms   time to first token, 90th percentile, at most 500 ms
 //	itl:p90<=50ms     inter-token latency (every gap between tokens)
+//	tpot:p90<=100ms   time per output token of each request: its mean gap
+//	                  after the first token, (e2e - ttft) / (tokens - 1)
 //	e2e:p99<=20s      end-to-end latency
 //	errors<=0.1%      failed (or dropped) requests as a share of those sent
+//	good>=97%         attainment: requests that succeeded and met every
+//	                  latency objective above on their own, as a share of
+//	                  those sent (and dropped)
 //
 // Percentiles are p50, p90 or p99 (any pNN with 0 < NN < 100 is accepted).
-// At least one objective is required, and each kind may appear once.
+// At least one objective is required, each kind may appear once, and good
+// needs a latency objective to judge requests by.
 func ParseSLOs(s string) ([]SLO, error) {
 	var out []SLO
 	seen := map[string]bool{}
@@ -78,26 +95,38 @@ func ParseSLOs(s string) ([]SLO, error) {
 	if len(out) == 0 {
 		return nil, errors.New("at least one SLO is required, e.g. ttft:p90<=500ms,errors<=0.1%")
 	}
+	if seen[KindGood] && !seen[KindTTFT] && !seen[KindITL] && !seen[KindTPOT] && !seen[KindE2E] {
+		return nil, errors.New("good>=… needs a latency objective (ttft, itl, tpot or e2e) that each request is judged by, e.g. ttft:p90<=2s,tpot:p90<=100ms,good>=97%")
+	}
 	return out, nil
 }
 
 func parseSLO(part string) (SLO, error) {
+	if lhs, rhs, ok := strings.Cut(part, ">="); ok {
+		if strings.TrimSpace(lhs) != KindGood {
+			return SLO{}, fmt.Errorf("slo %q: only good takes >= (good>=PERCENT%%); latencies and errors take <=", part)
+		}
+		v, err := parsePercent(strings.TrimSpace(rhs))
+		if err != nil || v <= 0 {
+			return SLO{}, fmt.Errorf("slo %q: attainment must be a percentage above 0 and at most 100 like 97%%", part)
+		}
+		return SLO{Kind: KindGood, MinAttainment: v}, nil
+	}
 	lhs, rhs, ok := strings.Cut(part, "<=")
 	if !ok {
-		return SLO{}, fmt.Errorf("slo %q: want KIND:pNN<=DURATION or errors<=PERCENT%%", part)
+		return SLO{}, fmt.Errorf("slo %q: want KIND:pNN<=DURATION, errors<=PERCENT%% or good>=PERCENT%%", part)
 	}
 	lhs, rhs = strings.TrimSpace(lhs), strings.TrimSpace(rhs)
 	if lhs == KindErrors {
-		num, ok := strings.CutSuffix(rhs, "%")
-		v, err := strconv.ParseFloat(num, 64)
-		if !ok || err != nil || v < 0 || v > 100 {
+		v, err := parsePercent(rhs)
+		if err != nil {
 			return SLO{}, fmt.Errorf("slo %q: error bound must be a percentage 0..100 like 0.1%%", part)
 		}
-		return SLO{Kind: KindErrors, MaxErrorRate: v / 100}, nil
+		return SLO{Kind: KindErrors, MaxErrorRate: v}, nil
 	}
 	kind, pct, ok := strings.Cut(lhs, ":")
-	if !ok || (kind != KindTTFT && kind != KindITL && kind != KindE2E) {
-		return SLO{}, fmt.Errorf("slo %q: kind must be ttft, itl, e2e or errors", part)
+	if !ok || (kind != KindTTFT && kind != KindITL && kind != KindTPOT && kind != KindE2E) {
+		return SLO{}, fmt.Errorf("slo %q: kind must be ttft, itl, tpot, e2e, errors or good", part)
 	}
 	num, ok := strings.CutPrefix(pct, "p")
 	q, err := strconv.ParseFloat(num, 64)
@@ -109,4 +138,17 @@ func parseSLO(part string) (SLO, error) {
 		return SLO{}, fmt.Errorf("slo %q: bound must be a positive duration like 500ms", part)
 	}
 	return SLO{Kind: kind, Quantile: q / 100, Max: d}, nil
+}
+
+// parsePercent reads "N%" with 0 <= N <= 100 as a fraction.
+func parsePercent(s string) (float64, error) {
+	num, ok := strings.CutSuffix(s, "%")
+	if !ok {
+		return 0, fmt.Errorf("%q has no %% sign", s)
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || v < 0 || v > 100 {
+		return 0, fmt.Errorf("%q is not a percentage from 0 to 100", s)
+	}
+	return v / 100, nil
 }
