@@ -74,6 +74,37 @@ func meanLengths(mix []loadgen.Prompt) (prompt, output int) {
 	return p / len(mix), o / len(mix)
 }
 
+// stepVerdict is "pass", or "fail" with the checks the step missed and
+// their values (a latency in ms, an error rate or attainment in percent),
+// or that the server fell behind.
+func stepVerdict(s capacity.Step) string {
+	if s.Pass {
+		return "pass"
+	}
+	var missed []string
+	for _, c := range s.Checks {
+		switch {
+		case c.Met:
+		case c.Note != "":
+			missed = append(missed, fmt.Sprintf("%s (%s)", c.SLO, c.Note))
+		case strings.HasPrefix(c.SLO, capacity.KindErrors), strings.HasPrefix(c.SLO, capacity.KindGood):
+			missed = append(missed, fmt.Sprintf("%s at %.1f%%", c.SLO, c.Value*100))
+		default:
+			missed = append(missed, fmt.Sprintf("%s at %.0f ms", c.SLO, c.Value))
+		}
+	}
+	if !s.KeepsUp {
+		missed = append(missed, "fell behind (fewer than 90% of the requests sent completed in the window)")
+	}
+	if s.Interrupted {
+		missed = append(missed, "interrupted")
+	}
+	if len(missed) == 0 {
+		return "fail"
+	}
+	return "fail: " + strings.Join(missed, ", ")
+}
+
 // probeCapacity runs the capacity probe against one simulator with the
 // shootout's profile and compression (no cold start: the probe measures a
 // loaded replica), on 127.0.0.1, with the trace's request mix, and returns
@@ -131,11 +162,7 @@ func probeCapacity(ctx context.Context, cfg config, tm timing, traceName string,
 		traceName, len(mix), promptMean, outputMean, cfg.capacitySLO, rates[0], rates[len(rates)-1], saturation)
 	steps, err := capacity.Run(ctx, pc, func(steps []capacity.Step) {
 		s := steps[len(steps)-1]
-		verdict := "fail"
-		if s.Pass {
-			verdict = "pass"
-		}
-		say("capacity probe: step %d at %.3g req/s: %d sent, %.3g completed/s, goodput %.3g/s: %s", s.Index, s.Offered, s.Sent, s.Throughput, s.Goodput, verdict)
+		say("capacity probe: step %d at %.3g req/s: %d sent, %.3g completed/s, goodput %.3g/s, %.1f%% good: %s", s.Index, s.Offered, s.Sent, s.Throughput, s.Goodput, s.Attainment*100, stepVerdict(s))
 	})
 	if err != nil {
 		return policy{}, nil, fmt.Errorf("capacity probe: %w", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/capacity"
 	"github.com/inference-metrics-adapter/inference-metrics-adapter/pkg/tools/loadgen"
 )
 
@@ -103,5 +104,32 @@ func TestDefaultPoliciesIncludeCapacity(t *testing.T) {
 	}
 	if len(pols) != 2 || pols[0].Name != policyCapacity || pols[0].Metric != "" {
 		t.Errorf("policies %+v, want capacity (its metric set only by the probe) then fixed-peak", pols)
+	}
+}
+
+func TestStepVerdict(t *testing.T) {
+	tests := []struct {
+		name string
+		step capacity.Step
+		want string
+	}{
+		{"pass", capacity.Step{Pass: true, KeepsUp: true}, "pass"},
+		{"checks missed", capacity.Step{KeepsUp: true, Checks: []capacity.Check{
+			{SLO: "ttft:p90<=2s", Value: 812, Met: true},
+			{SLO: "tpot:p90<=100ms", Value: 134.4, Met: false},
+			{SLO: "errors<=0.1%", Value: 0.004, Met: false},
+			{SLO: "good>=97%", Value: 0.9012, Met: false},
+		}}, "fail: tpot:p90<=100ms at 134 ms, errors<=0.1% at 0.4%, good>=97% at 90.1%"},
+		{"no successful request", capacity.Step{KeepsUp: false, Checks: []capacity.Check{
+			{SLO: "ttft:p90<=2s", Note: "no successful requests"},
+		}}, "fail: ttft:p90<=2s (no successful requests), fell behind (fewer than 90% of the requests sent completed in the window)"},
+		{"interrupted", capacity.Step{KeepsUp: true, Interrupted: true}, "fail: interrupted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stepVerdict(tc.step); got != tc.want {
+				t.Errorf("stepVerdict = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
