@@ -271,7 +271,7 @@ func runPolicy(ctx context.Context, e *env, cfg config, tm timing, traceName str
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return res, fmt.Errorf("create namespace %s: %w", ns, err)
 	}
-	defer func() { err = errors.Join(err, deleteNamespace(c, ns)) }()
+	defer func() { err = errors.Join(err, removeNamespace(ctx, c, ns, namespaceDeleteTimeout)) }()
 	if err := waitServiceAccount(ctx, e.cp, ns); err != nil {
 		return res, err
 	}
@@ -562,10 +562,25 @@ func waitServiceAccount(ctx context.Context, cp *framework.ControlPlane, ns stri
 	})
 }
 
+// namespaceDeleteTimeout bounds the wait for a run's namespace to go.
+const namespaceDeleteTimeout = 3 * time.Minute
+
+// removeNamespace deletes a run's namespace after the run, unless ctx is
+// done: on an interrupt (Ctrl-C, SIGTERM) the kubelet stand-in has stopped
+// with ctx, so the namespace's pods would never finish terminating and the
+// wait would last its whole timeout; the tear-down that follows stops the
+// control plane and removes its data, namespace and all.
+func removeNamespace(ctx context.Context, c kubernetes.Interface, ns string, timeout time.Duration) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return deleteNamespace(c, ns, timeout)
+}
+
 // deleteNamespace deletes ns and waits until it is gone: its pods
 // stopped and their GPUs free for the next run.
-func deleteNamespace(c kubernetes.Interface, ns string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+func deleteNamespace(c kubernetes.Interface, ns string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
