@@ -206,7 +206,7 @@ func TestVerifyDashboard(t *testing.T) {
 		}
 	}
 	// The panels the operations guide describes.
-	for _, want := range []string{"Scrapes: successful and failed", "Scrape failures by reason", "Target pods by state", "Value age", "Metrics API latency", "Answer cache", "Queue", "Batch", "KV-cache usage", "GPU utilization"} {
+	for _, want := range []string{"Scrapes: successful and failed", "Scrape failures by reason", "Target pods by state", "Value age", "Metrics API latency", "Answer cache", "Demand forecasts by estimator", "Queue", "Batch", "KV-cache usage", "GPU utilization"} {
 		found := false
 		for _, title := range titles {
 			found = found || strings.HasPrefix(title, want)
