@@ -162,7 +162,11 @@ func probeCapacity(ctx context.Context, cfg config, tm timing, traceName string,
 		traceName, len(mix), promptMean, outputMean, cfg.capacitySLO, rates[0], rates[len(rates)-1], saturation)
 	steps, err := capacity.Run(ctx, pc, func(steps []capacity.Step) {
 		s := steps[len(steps)-1]
-		say("capacity probe: step %d at %.3g req/s: %d sent, %.3g completed/s, goodput %.3g/s, %.1f%% good: %s", s.Index, s.Offered, s.Sent, s.Throughput, s.Goodput, s.Attainment*100, stepVerdict(s))
+		good := "-"
+		if s.Attainment != nil {
+			good = fmt.Sprintf("%.1f%%", *s.Attainment*100)
+		}
+		say("capacity probe: step %d at %.3g req/s: %d sent, %.3g completed/s, goodput %.3g/s, good %s: %s", s.Index, s.Offered, s.Sent, s.Throughput, s.Goodput, good, stepVerdict(s))
 	})
 	if err != nil {
 		return policy{}, nil, fmt.Errorf("capacity probe: %w", err)

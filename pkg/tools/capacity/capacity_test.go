@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -235,12 +236,15 @@ func TestMeasureAttainment(t *testing.T) {
 				}
 			}
 			st := Measure(in, slos, 50)
-			if math.Abs(st.Attainment-tc.wantAttainment) > 1e-9 || st.Pass != tc.wantPass {
-				t.Errorf("attainment %v pass %v, want %v and %v; checks %+v", st.Attainment, st.Pass, tc.wantAttainment, tc.wantPass, st.Checks)
+			if st.Attainment == nil {
+				t.Fatalf("no attainment, want %v", tc.wantAttainment)
+			}
+			if math.Abs(*st.Attainment-tc.wantAttainment) > 1e-9 || st.Pass != tc.wantPass {
+				t.Errorf("attainment %v pass %v, want %v and %v; checks %+v", *st.Attainment, st.Pass, tc.wantAttainment, tc.wantPass, st.Checks)
 			}
 			good := st.Checks[3]
-			if good.SLO != "good>=97%" || good.Value != st.Attainment || good.Met != (st.Attainment >= 0.97) {
-				t.Errorf("good check %+v, want good>=97%% with the attainment %v", good, st.Attainment)
+			if good.SLO != "good>=97%" || good.Value != *st.Attainment || good.Met != (*st.Attainment >= 0.97) {
+				t.Errorf("good check %+v, want good>=97%% with the attainment %v", good, *st.Attainment)
 			}
 			if !st.Checks[0].Met || !st.Checks[1].Met {
 				t.Errorf("latency checks %+v, want both met: at most 4 of 100 requests are slow", st.Checks[:2])
@@ -480,5 +484,45 @@ func TestCheckEndpointEscapesBody(t *testing.T) {
 				t.Errorf("error has control characters, is over 1 KiB (%d bytes) or lacks the status: %.300q", len(msg), msg)
 			}
 		})
+	}
+}
+
+// TestAttainmentAbsent: a step with nothing sent, and every step of a run
+// recorded before the attainment existed, has none, and the table says "-"
+// for it rather than 0.
+func TestAttainmentAbsent(t *testing.T) {
+	slos, err := ParseSLOs("ttft:p90<=500ms,errors<=1%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := recorded(0, 10, 120, 100, 0)
+	in.Results = nil
+	if st := Measure(in, slos, 50); st.Attainment != nil {
+		t.Errorf("attainment %v with nothing sent, want none", *st.Attainment)
+	}
+	for _, name := range recordedRuns {
+		steps, a := loadRecorded(t, name)
+		var b strings.Builder
+		rep := &Report{Steps: steps, Analysis: a}
+		if err := rep.WriteTable(&b); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(b.String(), "\n")
+		header := strings.Fields(lines[0])
+		col := slices.Index(header, "good%")
+		if col < 0 {
+			t.Fatalf("%s: no good%% column in %q", name, lines[0])
+		}
+		// Four headings before it are two words each: ttft p50, itl p50,
+		// tpot p90, e2e p50.
+		col -= 4
+		for i, s := range steps {
+			if s.Attainment != nil {
+				t.Errorf("%s: step %d has an attainment %v, recorded before it existed", name, i, *s.Attainment)
+			}
+			if f := strings.Fields(lines[i+1]); len(f) <= col || f[col] != "-" {
+				t.Errorf("%s: step %d's row %q, want - in the good%% column", name, i, lines[i+1])
+			}
+		}
 	}
 }

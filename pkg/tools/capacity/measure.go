@@ -80,8 +80,8 @@ type Step struct {
 	E2E  Percentiles `json:"e2e"`
 	// Attainment is the share of the requests sent in the window (and the
 	// arrivals dropped) that succeeded and met every latency SLO on their
-	// own; 0 when none was sent.
-	Attainment float64 `json:"attainment"`
+	// own; nil when none was sent, and in runs recorded before it existed.
+	Attainment *float64 `json:"attainment,omitempty"`
 	// Good counts requests finished in the window that met every latency SLO
 	// on their own; Goodput is Good per second.
 	Good    int     `json:"good"`
@@ -148,7 +148,9 @@ func Measure(in StepInput, slos []SLO, minRequests int) Step {
 	whole := judge(sent, in.Dropped, slos)
 	st.Sent, st.Failed, st.ErrorRate = whole.sent, whole.failed, whole.errorRate
 	st.TTFT, st.ITL, st.TPOT, st.E2E, st.Checks = whole.ttft, whole.itl, whole.tpot, whole.e2e, whole.checks
-	st.Attainment = whole.attainment
+	if whole.sent+in.Dropped > 0 {
+		st.Attainment = new(whole.attainment)
+	}
 	st.KeepsUp = st.Sent > 0 && float64(st.Completed) >= keepUpRatio*float64(st.Sent)
 	st.Pass = st.KeepsUp && whole.met && !st.Interrupted
 

@@ -79,8 +79,8 @@ func WriteProgress(w io.Writer, s Step, total int) error {
 	if s.Interrupted {
 		state = "interrupted"
 	}
-	_, err := fmt.Fprintf(w, "step %d/%d  offered %.4g req/s  delivered %.4g req/s  goodput %.4g req/s  good %.1f%%  ttft p90 %s  itl p90 %s  tpot p90 %s  errors %.2f%%  queue %s  batch %s  %s%s\n",
-		s.Index+1, total, s.Offered, s.Throughput, s.Goodput, s.Attainment*100, msStr(s.TTFT.P90, s.TTFT.N), msStr(s.ITL.P90, s.ITL.N),
+	_, err := fmt.Fprintf(w, "step %d/%d  offered %.4g req/s  delivered %.4g req/s  goodput %.4g req/s  good %s%%  ttft p90 %s  itl p90 %s  tpot p90 %s  errors %.2f%%  queue %s  batch %s  %s%s\n",
+		s.Index+1, total, s.Offered, s.Throughput, s.Goodput, pctStr(s.Attainment), msStr(s.TTFT.P90, s.TTFT.N), msStr(s.ITL.P90, s.ITL.N),
 		msStr(s.TPOT.P90, s.TPOT.N), s.ErrorRate*100, opt(s.Server.Queue, 2), opt(s.Server.Batch, 2), state, unstable(s))
 	return err
 }
@@ -110,12 +110,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if !s.Stable {
 			v += "*"
 		}
-		fmt.Fprintf(tw, "%d\t%.4g\t%.4g\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.4g\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%.4g\t%.4g\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4g\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			s.Index, s.Offered, s.Throughput, s.OutputTokens, s.ErrorRate*100,
 			msStr(s.TTFT.P50, s.TTFT.N), msStr(s.TTFT.P90, s.TTFT.N), msStr(s.TTFT.P99, s.TTFT.N),
 			msStr(s.ITL.P50, s.ITL.N), msStr(s.ITL.P90, s.ITL.N), msStr(s.ITL.P99, s.ITL.N), msStr(s.TPOT.P90, s.TPOT.N),
 			msStr(s.E2E.P50, s.E2E.N), msStr(s.E2E.P90, s.E2E.N), msStr(s.E2E.P99, s.E2E.N),
-			s.Attainment*100, s.Goodput, opt(s.Server.Queue, 2), opt(s.Server.Batch, 2), opt(s.Server.KV, 3), opt(s.Server.Preemptions, 0),
+			pctStr(s.Attainment), s.Goodput, opt(s.Server.Queue, 2), opt(s.Server.Batch, 2), opt(s.Server.KV, 3), opt(s.Server.Preemptions, 0),
 			opt(s.CostPer1kCompleted, 4), opt(s.CostPer1kGood, 4), v)
 	}
 	if err := tw.Flush(); err != nil {
@@ -168,6 +168,14 @@ func msStr(v float64, n int) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// pctStr is a fraction in percent with one decimal, "-" when absent.
+func pctStr(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v*100)
 }
 
 func opt(v *float64, prec int) string {
