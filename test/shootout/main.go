@@ -132,9 +132,10 @@ func prepareTrace(path string, cfg config) (preparedTrace, error) {
 	if last := t.reqs[len(t.reqs)-1].At; cfg.warmup >= last {
 		return t, fmt.Errorf("trace %s: --warmup %s leaves nothing to score: its last request is at %s", path, cfg.warmup, last.Round(time.Second))
 	}
-	t.bursts = findBurstSpans(arrivals)
 	if len(files) > 1 {
 		t.bursts = findSourceBursts(t.reqs, len(files))
+	} else {
+		t.bursts = findBurstSpans(arrivals)
 	}
 	return t, nil
 }
